@@ -1,0 +1,59 @@
+import os
+
+import pytest
+from django.db import connection
+from django.db.backends.base.operations import BaseDatabaseOperations
+
+from memory.db_guard import guard_install_sql, guard_remove_sql
+from memory.models import Scope, ScopeKind
+from memory.services.scopes import scope_ensure, scope_global
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Transactional tests (live server, real workers) end with Django's flush, a bulk DELETE that
+    the no-delete guard rightly refuses. Lift the guard for exactly that statement list and put it
+    back straight after, so the guard stays on for everything the test itself does."""
+    original = BaseDatabaseOperations.execute_sql_flush
+
+    def execute_sql_flush(self, sql_list):
+        vendor = self.connection.vendor
+        with self.connection.cursor() as cursor:
+            for statement in guard_remove_sql(vendor):
+                cursor.execute(statement)
+        try:
+            return original(self, sql_list)
+        finally:
+            with self.connection.cursor() as cursor:
+                for statement in guard_install_sql(vendor):
+                    cursor.execute(statement)
+
+    BaseDatabaseOperations.execute_sql_flush = execute_sql_flush
+
+
+def service_required(name: str, reason: str) -> None:
+    """Outside CI a missing local service skips with a visible reason; in CI it fails loudly."""
+    if IN_CI:
+        pytest.fail(f"{name} is required in CI: {reason}")
+    pytest.skip(f"{name} not available: {reason}")
+
+
+@pytest.fixture
+def global_scope(db) -> Scope:
+    return scope_global()
+
+
+@pytest.fixture
+def project_scope(db) -> Scope:
+    return scope_ensure(kind=ScopeKind.PROJECT, key="/work/projects/archive-manager")
+
+
+@pytest.fixture
+def other_project_scope(db) -> Scope:
+    return scope_ensure(kind=ScopeKind.PROJECT, key="/work/projects/billing-service")
+
+
+@pytest.fixture
+def db_vendor(db) -> str:
+    return connection.vendor

@@ -1,0 +1,95 @@
+import pytest
+
+from memory.models import AuditEvent, Fact, FactKind, MemoryStatus
+from memory.services.errors import InvalidInput
+from memory.services.facts import FactInput, fact_write
+
+
+def write(scope, predicate, value, **extra):
+    return fact_write(
+        data=FactInput(
+            scope_id=scope.pk,
+            profile_name="archive-manager",
+            profile_kind="project",
+            kind=FactKind.FACT,
+            predicate=predicate,
+            value=value,
+            **extra,
+        )
+    )
+
+
+def test_it_supersedes_a_status_fact_by_its_stable_key(project_scope):
+    old = write(project_scope, "security_status", "has_vulnerabilities")
+    new = write(project_scope, "security_status", "fixed")
+    old.refresh_from_db()
+    assert old.status == MemoryStatus.SUPERSEDED
+    assert old.expired_by == "superseded"
+    assert old.valid_to is not None
+    assert old.superseded_by_id == new.pk
+    assert new.supersedes_id == old.pk
+    current = Fact.objects.filter(predicate="security_status", status=MemoryStatus.ACTIVE)
+    assert list(current.values_list("value", flat=True)) == ["fixed"]
+
+
+def test_it_leaves_a_fact_alone_when_the_key_differs(project_scope):
+    old = write(project_scope, "security_status", "has_vulnerabilities")
+    write(project_scope, "security_review_findings", "two issues found")
+    old.refresh_from_db()
+    assert old.status == MemoryStatus.ACTIVE
+
+
+def test_it_skips_a_repeated_value_without_a_second_row(project_scope):
+    first = write(project_scope, "language", "python")
+    again = write(project_scope, "language", "python")
+    assert again.pk == first.pk
+    assert Fact.objects.count() == 1
+    assert AuditEvent.objects.filter(action="skip").count() == 1
+
+
+def test_it_writes_a_readable_summary_with_the_project_label(project_scope, global_scope):
+    project_fact = write(project_scope, "security_status", "fixed")
+    assert project_fact.summary.startswith("[项目·archive-manager] [事实]")
+    preference = fact_write(
+        data=FactInput(
+            scope_id=global_scope.pk,
+            profile_name="用户",
+            kind=FactKind.PREFERENCE,
+            predicate="responds_in",
+            value="简体中文",
+            summary="[偏好] 用户希望回复用简体中文",
+        )
+    )
+    assert preference.summary == "[偏好] 用户希望回复用简体中文"
+
+
+@pytest.mark.parametrize(
+    ("predicate", "value", "field"),
+    [
+        ("Security-Status", "fixed", "predicate"),
+        ("x", "fixed", "predicate"),
+        ("a" * 42, "fixed", "predicate"),
+        ("security_status", "v" * 61, "value"),
+        ("security_status", "   ", "value"),
+    ],
+)
+def test_it_rejects_bad_facts_and_writes_nothing(project_scope, predicate, value, field):
+    with pytest.raises(InvalidInput) as error:
+        write(project_scope, predicate, value)
+    assert error.value.field == field
+    assert Fact.objects.count() == 0
+    assert AuditEvent.objects.count() == 0
+
+
+def test_it_accepts_a_sixty_character_value(project_scope):
+    assert write(project_scope, "long_value", "v" * 60).value == "v" * 60
+
+
+def test_it_rejects_an_unknown_scope(db):
+    with pytest.raises(InvalidInput, match="unknown scope"):
+        fact_write(
+            data=FactInput(
+                scope_id=424242, profile_name="u", kind="fact", predicate="name", value="Ada"
+            )
+        )
+    assert Fact.objects.count() == 0

@@ -1,0 +1,96 @@
+import pytest
+
+from memory.models import AuditEvent, Evidence, MemoryStatus, Narrative
+from memory.services.errors import InvalidInput
+from memory.services.narratives import NarrativeInput, narrative_write
+from memory.services.timeline import TurnInput, session_start, turns_record
+
+
+def write(scope, **fields):
+    return narrative_write(data=NarrativeInput(scope_id=scope.pk, **fields))
+
+
+def test_it_weighs_a_narrative_with_default_dimensions_at_point_six(global_scope):
+    narrative = write(global_scope, gesture="We shipped the archive manager, tired but proud")
+    assert narrative.recurrence == 3  # no tags
+    assert narrative.weight == pytest.approx(0.6)
+
+
+def test_it_normalises_five_inflated_narratives_but_not_four(global_scope):
+    heavy = {"importance": 5, "emotional": 5, "unresolved": 5}
+    for index in range(4):
+        write(global_scope, gesture=f"heavy moment {index}", **heavy)
+    weights = list(Narrative.objects.values_list("weight", flat=True))
+    assert weights == pytest.approx([0.9] * 4)
+
+    write(global_scope, gesture="heavy moment 4", **heavy)
+    weights = list(Narrative.objects.values_list("weight", flat=True))
+    assert len(weights) == 5
+    assert sum(weights) / 5 == pytest.approx(0.6)
+
+
+def test_it_computes_recurrence_from_shared_tags_and_rebands_siblings(global_scope):
+    first = write(global_scope, gesture="first about the boundary", tags=["边界"])
+    assert first.recurrence == 1  # nobody shares its tag yet
+    write(global_scope, gesture="second about the boundary", tags=["边界", "other"])
+    write(global_scope, gesture="unrelated", tags=["cooking"])
+    first.refresh_from_db()
+    assert first.recurrence == 2  # one sibling now
+    for index in range(3):
+        write(global_scope, gesture=f"more boundary {index}", tags=["边界"])
+    first.refresh_from_db()
+    assert first.recurrence == 3  # four siblings → band 3–5
+    assert first.weight == pytest.approx((3 * 0.35 + 3 * 0.25 + 3 * 0.25 + 3 * 0.15) / 5)
+
+
+def test_it_links_evidence_to_the_turns_a_narrative_came_from(project_scope):
+    session = session_start(runtime="test", external_id="s1", scope_id=project_scope.pk)
+    turns = turns_record(
+        session_id=session.pk,
+        turns=[TurnInput(role="user", content="let's fix the path traversal bug")],
+    )
+    narrative = write(
+        project_scope, gesture="We found a path traversal bug", source_turn_ids=[turns[0].pk]
+    )
+    assert list(Evidence.objects.filter(memory=narrative).values_list("turn_id", flat=True)) == [
+        turns[0].pk
+    ]
+
+
+def test_it_refuses_evidence_from_another_scope(project_scope, other_project_scope):
+    session = session_start(runtime="test", external_id="s2", scope_id=other_project_scope.pk)
+    turn = turns_record(session_id=session.pk, turns=[TurnInput(role="user", content="secret")])[0]
+    with pytest.raises(InvalidInput):
+        write(project_scope, gesture="borrowed texture", source_turn_ids=[turn.pk])
+    assert Narrative.objects.count() == 0
+
+
+def test_it_keeps_low_confidence_narratives_as_candidates(global_scope):
+    narrative = write(global_scope, gesture="maybe the user likes tea", confidence=0.3)
+    assert narrative.status == MemoryStatus.CANDIDATE
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"gesture": ""},
+        {"gesture": "x", "importance": 6},
+        {"gesture": "x", "emotional": 0},
+        {"gesture": "x", "unresolved": 9},
+        {"gesture": "x", "valence": 2.0},
+        {"gesture": "x", "layer": "dream-layer"},
+        {"gesture": "x", "confidence": 1.5},
+    ],
+)
+def test_it_rejects_bad_narrative_input_and_writes_nothing(global_scope, bad):
+    audit_before = AuditEvent.objects.count()
+    with pytest.raises(InvalidInput):
+        write(global_scope, **bad)
+    assert Narrative.objects.count() == 0
+    assert AuditEvent.objects.count() == audit_before
+
+
+def test_it_rejects_an_unknown_scope_and_writes_nothing(db):
+    with pytest.raises(InvalidInput, match="unknown scope"):
+        narrative_write(data=NarrativeInput(scope_id=987654, gesture="orphan"))
+    assert Narrative.objects.count() == 0

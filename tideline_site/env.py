@@ -1,0 +1,119 @@
+"""Typed readers for environment variables.
+
+Every setting Tideline reads comes through here so that a bad value stops the process at start-up
+with a message naming the variable, instead of surfacing later as a confusing runtime error.
+"""
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _raw(name: str) -> str | None:
+    value = os.environ.get(name)
+    return None if value is None else value.strip()
+
+
+def env_str(name: str, default: str) -> str:
+    value = _raw(name)
+    return default if value is None or value == "" else value
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = _raw(name)
+    if value is None:
+        return default
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={value!r} is not a boolean (use 1/0, true/false, yes/no)")
+
+
+def env_int(
+    name: str, default: int, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
+    value = _raw(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}={value!r} is not an integer") from exc
+    _check_range(name, number, minimum, maximum)
+    return number
+
+
+def env_float(
+    name: str, default: float, *, minimum: float | None = None, maximum: float | None = None
+) -> float:
+    value = _raw(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = float(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a number") from exc
+    _check_range(name, number, minimum, maximum)
+    return number
+
+
+def env_choice(name: str, default: str, choices: Sequence[str]) -> str:
+    value = env_str(name, default).lower()
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}={value!r} must be one of: {', '.join(choices)}")
+    return value
+
+
+def env_list(name: str, default: Sequence[str]) -> list[str]:
+    value = _raw(name)
+    if value is None:
+        return list(default)
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_path(name: str, default: Path) -> Path:
+    value = _raw(name)
+    return (Path(value).expanduser() if value else default).resolve()
+
+
+def _check_range(name: str, number: float, minimum: float | None, maximum: float | None) -> None:
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name}={number} is below the minimum {minimum}")
+    if maximum is not None and number > maximum:
+        raise ImproperlyConfigured(f"{name}={number} is above the maximum {maximum}")
+
+
+def database_from_url(url: str, *, sqlite_options: dict) -> dict:
+    """Turn `sqlite:///abs/path.sqlite3` or `postgres://user:pw@host:port/name` into a DATABASES entry."""
+    parsed = urlparse(url)
+    if parsed.scheme == "sqlite":
+        path = unquote(parsed.path)
+        if not path or path == "/":
+            raise ImproperlyConfigured(f"TIDELINE_DATABASE_URL={url!r} names no SQLite file")
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": path,
+            "OPTIONS": sqlite_options,
+        }
+    if parsed.scheme in {"postgres", "postgresql"}:
+        options = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
+            "USER": unquote(parsed.username or ""),
+            "PASSWORD": unquote(parsed.password or ""),
+            "HOST": parsed.hostname or "",
+            "PORT": str(parsed.port or ""),
+            "OPTIONS": options,
+            "CONN_MAX_AGE": 60,
+        }
+    raise ImproperlyConfigured(
+        f"TIDELINE_DATABASE_URL scheme {parsed.scheme!r} is not supported (use sqlite or postgres)"
+    )

@@ -1,0 +1,173 @@
+"""Tideline settings. Every value comes from an environment variable with a working embedded default.
+
+The defaults give the laptop setup: SQLite in ./var, the bundled embedder, Celery in eager mode
+(no broker). Point TIDELINE_DATABASE_URL at PostgreSQL and CELERY_BROKER_URL at Redis to grow.
+"""
+
+import os
+from pathlib import Path
+
+from tideline_site.env import (
+    database_from_url,
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_path,
+    env_str,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = env_path("TIDELINE_DATA_DIR", BASE_DIR / "var")
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+# jieba writes a 9 MB dictionary cache into the system temp dir unless told otherwise; keep it ours.
+JIEBA_CACHE_DIR = env_path("TIDELINE_JIEBA_CACHE_DIR", DATA_DIR / "cache")
+
+DEBUG = env_bool("TIDELINE_DEBUG", False)
+# A per-install secret: generated once into the data dir so a fresh clone works without setup,
+# and never committed. An explicit env value wins.
+_secret_file = DATA_DIR / "secret_key"
+if not os.environ.get("TIDELINE_SECRET_KEY") and not _secret_file.exists():
+    import secrets
+
+    _secret_file.write_text(secrets.token_urlsafe(50))
+    _secret_file.chmod(0o600)
+SECRET_KEY = env_str("TIDELINE_SECRET_KEY", "") or _secret_file.read_text().strip()
+ALLOWED_HOSTS = env_list("TIDELINE_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("TIDELINE_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "memory",
+    "dream",
+    "injection",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "tideline_site.urls"
+WSGI_APPLICATION = "tideline_site.wsgi.application"
+ASGI_APPLICATION = "tideline_site.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# SQLite done right: WAL so readers never block the writer; IMMEDIATE so a write transaction takes
+# the lock at BEGIN (no upgrade deadlocks between two writers); a long busy timeout so concurrent
+# agents queue instead of failing. synchronous=FULL because a memory store must not lose a
+# committed write on power loss; NORMAL is faster and only risks the last commits, so it is offered.
+SQLITE_SYNCHRONOUS = env_choice("TIDELINE_SQLITE_SYNCHRONOUS", "full", ["full", "normal"])
+SQLITE_OPTIONS = {
+    "transaction_mode": "IMMEDIATE",
+    "timeout": env_int("TIDELINE_SQLITE_BUSY_TIMEOUT", 30, minimum=20),
+    "init_command": (
+        "PRAGMA journal_mode=WAL;"
+        f"PRAGMA synchronous={SQLITE_SYNCHRONOUS.upper()};"
+        "PRAGMA foreign_keys=ON;"
+        "PRAGMA temp_store=MEMORY;"
+        "PRAGMA cache_size=-65536"
+    ),
+}
+DATABASES = {
+    "default": database_from_url(
+        env_str("TIDELINE_DATABASE_URL", f"sqlite:///{DATA_DIR / 'tideline.sqlite3'}"),
+        sqlite_options=SQLITE_OPTIONS,
+    )
+}
+# Tests get their own database per process: a real file for SQLite (WAL, locking and triggers behave
+# as in production), so that several test runs on one machine never share one.
+DATABASES["default"]["TEST"] = {
+    "NAME": (
+        str(DATA_DIR / f"test-{os.getpid()}.sqlite3")
+        if DATABASES["default"]["ENGINE"].endswith("sqlite3")
+        else f"test_tideline_{os.getpid()}"
+    )
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIDELINE_TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("TIDELINE_LOG_LEVEL", "WARNING")},
+    "loggers": {"tideline": {"level": env_str("TIDELINE_LOG_LEVEL", "INFO")}},
+}
+
+# --- Celery: eager (in-process, no broker) unless a broker is configured. -----------------------
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
+CELERY_TASK_ALWAYS_EAGER = env_bool("TIDELINE_CELERY_EAGER", not CELERY_BROKER_URL)
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", "")
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TIMEZONE = TIME_ZONE
+
+# --- Write path (DESIGN §3) ---------------------------------------------------------------------
+# Anti-inflation: when the newest WINDOW weighted narratives (at least MIN of them) average above
+# CEILING, they are scaled to average TARGET.
+TIDELINE_WEIGHT_INFLATION_WINDOW = env_int("TIDELINE_WEIGHT_INFLATION_WINDOW", 20, minimum=1)
+TIDELINE_WEIGHT_INFLATION_MIN = env_int("TIDELINE_WEIGHT_INFLATION_MIN", 5, minimum=1)
+TIDELINE_WEIGHT_INFLATION_CEILING = env_float(
+    "TIDELINE_WEIGHT_INFLATION_CEILING", 0.7, minimum=0, maximum=1
+)
+TIDELINE_WEIGHT_INFLATION_TARGET = env_float(
+    "TIDELINE_WEIGHT_INFLATION_TARGET", 0.6, minimum=0, maximum=1
+)
+# Below this confidence a memory waits in the candidate pool.
+TIDELINE_CANDIDATE_CONFIDENCE = env_float(
+    "TIDELINE_CANDIDATE_CONFIDENCE", 0.5, minimum=0, maximum=1
+)
+
+# --- Embeddings (DESIGN §8) -----------------------------------------------------------------------
+TIDELINE_EMBEDDER = env_choice(
+    "TIDELINE_EMBEDDER", "bundled", ["bundled", "openai", "embed_batch", "none"]
+)
+TIDELINE_EMBEDDER_URL = env_str("TIDELINE_EMBEDDER_URL", "")
+TIDELINE_EMBEDDER_MODEL = env_str("TIDELINE_EMBEDDER_MODEL", "")
+TIDELINE_EMBEDDER_TIMEOUT = env_float("TIDELINE_EMBEDDER_TIMEOUT", 10.0, minimum=0.1)
+TIDELINE_EMBEDDER_RETRIES = env_int("TIDELINE_EMBEDDER_RETRIES", 2, minimum=0, maximum=10)
+
+# --- LLM (optional; configured by `manage.py llm set`, key kept in a 0600 file) ------------------
+TIDELINE_LLM_CONFIG_FILE = env_path("TIDELINE_LLM_CONFIG_FILE", DATA_DIR / "llm.json")
+TIDELINE_LLM_TIMEOUT = env_float("TIDELINE_LLM_TIMEOUT", 60.0, minimum=0.1)
