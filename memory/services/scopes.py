@@ -59,3 +59,16 @@ def scope_validate(*, scope_id: int) -> Scope:
         return Scope.objects.get(pk=scope_id)
     except (Scope.DoesNotExist, ValueError, TypeError) as exc:
         raise InvalidInput(f"unknown scope {scope_id!r}", field="scope") from exc
+
+
+def scope_visible_ids(*, scope: Scope | None) -> list[int]:
+    """The scopes a caller in `scope` may read, fail-closed: a project sees itself, its workspace and
+    global; a workspace sees itself and global; anything else (none, unknown) sees global only."""
+    global_id = scope_global().pk
+    if scope is None or scope.kind == ScopeKind.GLOBAL:
+        return [global_id]
+    visible = [scope.pk]
+    if scope.kind == ScopeKind.PROJECT and scope.workspace_id:
+        visible.append(scope.workspace_id)
+    visible.append(global_id)
+    return visible
