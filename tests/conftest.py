@@ -57,3 +57,23 @@ def other_project_scope(db) -> Scope:
 @pytest.fixture
 def db_vendor(db) -> str:
     return connection.vendor
+
+
+@pytest.fixture
+def fake_llm(no_owner_llm, settings, tmp_path):
+    """A running fake OpenAI-compatible server, configured as Tideline's LLM for this test."""
+    from memory.services.llm import llm_config_save
+    from tests.fakes.llm_server import FakeLLM
+
+    fake = FakeLLM().start()
+    settings.TIDELINE_LLM_CONFIG_FILE = tmp_path / "llm.json"
+    settings.TIDELINE_LLM_TIMEOUT = 2.0
+    llm_config_save(base_url=fake.base_url, model="fake-model", api_key="sk-test-secret")
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture(autouse=True)
+def no_owner_llm(settings, tmp_path):
+    """Tests never read the developer's own LLM config: by default there is no LLM."""
+    settings.TIDELINE_LLM_CONFIG_FILE = tmp_path / "no-llm.json"
