@@ -1,0 +1,32 @@
+"""`manage.py bench <name> …`: reproducible benchmarks that print their numbers.
+
+Each benchmark lives beside the code it measures, as a module exposing `add_arguments(parser)` and
+`run(command, options) -> None`; this command only dispatches, so every area owns its own bench.
+"""
+
+from importlib import import_module
+
+from django.core.management.base import BaseCommand, CommandError
+
+BENCHMARKS = {
+    "locomo": "memory.bench.locomo",
+    "search": "memory.bench.search",
+    "inject": "injection.bench",
+    "dream": "dream.bench",
+}
+
+
+class Command(BaseCommand):
+    help = "Run a benchmark and print its figures: " + ", ".join(BENCHMARKS)
+
+    def add_arguments(self, parser) -> None:
+        subparsers = parser.add_subparsers(dest="benchmark", required=True)
+        for name, module_path in BENCHMARKS.items():
+            module = import_module(module_path)
+            subparser = subparsers.add_parser(name, help=(module.__doc__ or "").strip().split("\n")[0])
+            module.add_arguments(subparser)
+
+    def handle(self, *args, benchmark: str, **options) -> None:
+        if benchmark not in BENCHMARKS:
+            raise CommandError(f"unknown benchmark {benchmark!r}; choose from {', '.join(BENCHMARKS)}")
+        import_module(BENCHMARKS[benchmark]).run(self, options)
