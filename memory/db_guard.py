@@ -41,7 +41,7 @@ def guard_install_sql(
     if vendor == "postgresql":
         statements = [
             "CREATE OR REPLACE FUNCTION tideline_refuse() RETURNS trigger AS $$ "
-            "BEGIN RAISE EXCEPTION '%', TG_ARGV[0]; END; $$ LANGUAGE plpgsql"
+            "BEGIN RAISE EXCEPTION USING MESSAGE = TG_ARGV[0]; END; $$ LANGUAGE plpgsql"
         ]
         statements += [
             f"CREATE TRIGGER {table}_no_delete BEFORE DELETE ON {table} "
