@@ -180,3 +180,39 @@ TIDELINE_EMBEDDER_RETRIES = env_int("TIDELINE_EMBEDDER_RETRIES", 2, minimum=0, m
 # --- LLM (optional; configured by `manage.py llm set`, key kept in a 0600 file) ------------------
 TIDELINE_LLM_CONFIG_FILE = env_path("TIDELINE_LLM_CONFIG_FILE", DATA_DIR / "llm.json")
 TIDELINE_LLM_TIMEOUT = env_float("TIDELINE_LLM_TIMEOUT", 60.0, minimum=0.1)
+
+# --- Injection (DESIGN §5): what goes back to agents, and the interfaces that carry it ----------
+# SOUL.md: the agent's own identity text, prepended to T0 when configured (empty = none).
+TIDELINE_SOUL_FILE = env_str("TIDELINE_SOUL_FILE", "")
+TIDELINE_T0_THREADS = env_int("TIDELINE_T0_THREADS", 5, minimum=0)
+TIDELINE_T2_MIN_WEIGHT = env_float("TIDELINE_T2_MIN_WEIGHT", 0.6, minimum=0, maximum=1)
+TIDELINE_T2_DAYS = env_int("TIDELINE_T2_DAYS", 7, minimum=1)
+TIDELINE_T2_POOL = env_int("TIDELINE_T2_POOL", 10, minimum=1)
+TIDELINE_T2_TOP = env_int("TIDELINE_T2_TOP", 3, minimum=0)
+# T2b looks back FIRST hours, widening by FIRST hours at a time up to MAX (24 → 48 → 72).
+TIDELINE_T2B_FIRST_HOURS = env_int("TIDELINE_T2B_FIRST_HOURS", 24, minimum=1)
+TIDELINE_T2B_MAX_HOURS = env_int("TIDELINE_T2B_MAX_HOURS", 72, minimum=1)
+TIDELINE_T2B_CHUNKS = env_int("TIDELINE_T2B_CHUNKS", 5, minimum=0)
+TIDELINE_T2B_CHUNK_CHARS = env_int("TIDELINE_T2B_CHUNK_CHARS", 400, minimum=20)
+TIDELINE_T3_MIN_MEMBERS = env_int("TIDELINE_T3_MIN_MEMBERS", 5, minimum=1)
+TIDELINE_T3_CLUSTERS = env_int("TIDELINE_T3_CLUSTERS", 25, minimum=0)
+TIDELINE_T3_PROFILE_LINE_CHARS = env_int("TIDELINE_T3_PROFILE_LINE_CHARS", 100, minimum=20)
+TIDELINE_T1_MIN_QUERY_CHARS = env_int("TIDELINE_T1_MIN_QUERY_CHARS", 5, minimum=1)
+TIDELINE_T1_MIN_COSINE = env_float("TIDELINE_T1_MIN_COSINE", 0.25, minimum=-1, maximum=1)
+TIDELINE_T1_TOP = env_int("TIDELINE_T1_TOP", 5, minimum=1)
+# Cross-turn dedup only while at least this many unseen hits remain.
+TIDELINE_T1_MIN_FRESH = env_int("TIDELINE_T1_MIN_FRESH", 2, minimum=1)
+# T4 keyword fallback runs when T1 returns fewer than this.
+TIDELINE_T4_TRIGGER_BELOW = env_int("TIDELINE_T4_TRIGGER_BELOW", 2, minimum=0)
+TIDELINE_T4_KEYWORDS = env_int("TIDELINE_T4_KEYWORDS", 5, minimum=1)
+TIDELINE_T4_PER_KEYWORD = env_int("TIDELINE_T4_PER_KEYWORD", 3, minimum=1)
+TIDELINE_T4_TOP = env_int("TIDELINE_T4_TOP", 5, minimum=1)
+TIDELINE_SESSION_BUDGET_TOKENS = env_int("TIDELINE_SESSION_BUDGET_TOKENS", 12000, minimum=50)
+TIDELINE_TURN_BUDGET_TOKENS = env_int("TIDELINE_TURN_BUDGET_TOKENS", 2000, minimum=50)
+# Subagents are not the owner: neither injected nor captured unless these say so.
+TIDELINE_INJECT_SUBAGENTS = env_bool("TIDELINE_INJECT_SUBAGENTS", False)
+TIDELINE_CAPTURE_SUBAGENTS = env_bool("TIDELINE_CAPTURE_SUBAGENTS", False)
+# REST and MCP-over-HTTP refuse request bodies larger than this.
+TIDELINE_API_MAX_BODY_BYTES = env_int("TIDELINE_API_MAX_BODY_BYTES", 1_000_000, minimum=1024)
+# T3 lists at most this many profiles (pinned first), so a large address book cannot crowd it.
+TIDELINE_T3_PROFILES = env_int("TIDELINE_T3_PROFILES", 40, minimum=0)
