@@ -1,0 +1,120 @@
+"""Editing memories from the outside: an update is a supersede, never an overwrite."""
+
+from dataclasses import replace
+
+from django.db import transaction
+
+from memory.models import AuditAction, ExpiredBy, Fact, Memory, MemoryStatus, Narrative, SelfConcept
+from memory.services.audit import audit_record
+from memory.services.errors import InvalidInput
+from memory.services.facts import FactInput, fact_write
+from memory.services.narratives import NarrativeInput, narrative_write
+from memory.services.self_concept import self_concept_write
+
+NARRATIVE_FIELDS = (
+    "gesture",
+    "context",
+    "moment",
+    "cognition_direction",
+    "importance",
+    "emotional",
+    "unresolved",
+    "layer",
+    "ntype",
+    "tags",
+    "entities_role",
+    "related_entities",
+    "valence",
+    "emotion_intensity",
+    "summary",
+)
+
+
+def narrative_supersede(
+    *, narrative: Narrative, changes: dict, actor: str, reason: str = "", request_id: str = ""
+):
+    """Write the edited narrative as a new row and mark the old one superseded, linked both ways."""
+    unknown = set(changes) - set(NARRATIVE_FIELDS)
+    if unknown:
+        raise InvalidInput(f"cannot change {sorted(unknown)} on a narrative", field="changes")
+    if narrative.status != MemoryStatus.ACTIVE:
+        raise InvalidInput(f"memory {narrative.pk} is {narrative.status}; only active ones change")
+    current = NarrativeInput(
+        gesture=narrative.gesture,
+        scope_id=narrative.scope_id,
+        **{name: getattr(narrative, name) for name in NARRATIVE_FIELDS if name != "gesture"},
+        confidence=narrative.confidence,
+        depends_on=narrative.depends_on,
+        pinned=narrative.pinned,
+        secret=narrative.secret,
+        source_turn_ids=list(narrative.evidence.values_list("turn_id", flat=True)),
+    )
+    with transaction.atomic():
+        successor = narrative_write(
+            data=replace(current, **changes),
+            actor=actor,
+            reason=reason or f"edit of narrative #{narrative.pk}",
+            request_id=request_id,
+        )
+        Memory.objects.filter(pk=successor.pk).update(supersedes_id=narrative.pk)
+        Memory.objects.filter(pk=narrative.pk).update(
+            status=MemoryStatus.SUPERSEDED,
+            expired_by=ExpiredBy.SUPERSEDED,
+            valid_to=successor.recorded_at,
+            superseded_by_id=successor.pk,
+        )
+        audit_record(
+            actor=actor,
+            action=AuditAction.INVALIDATE,
+            target=narrative,
+            reason=reason or f"superseded by #{successor.pk}",
+            before={"status": MemoryStatus.ACTIVE},
+            after={"status": MemoryStatus.SUPERSEDED, "superseded_by": successor.pk},
+            request_id=request_id,
+        )
+    successor.refresh_from_db()
+    return successor
+
+
+def memory_update(*, memory, changes: dict, actor: str, reason: str = "", request_id: str = ""):
+    """Change a memory by superseding it with an edited copy: facts by writing the new value under
+    the same stable key, self-concept by a new version, narratives by narrative_supersede."""
+    child = memory.child
+    if not changes:
+        raise InvalidInput("nothing to change", field="changes")
+    if isinstance(child, Fact):
+        if set(changes) - {"value", "summary", "confidence", "importance"}:
+            raise InvalidInput("a fact's value, summary, confidence or importance can change")
+        if child.status != MemoryStatus.ACTIVE:
+            raise InvalidInput(f"memory {child.pk} is {child.status}; only active ones change")
+        return fact_write(
+            data=FactInput(
+                scope_id=child.scope_id,
+                profile_name=child.profile.name,
+                profile_kind=child.profile.kind,
+                kind=child.kind,
+                predicate=child.predicate,
+                value=changes.get("value", child.value),
+                summary=changes.get("summary", ""),
+                confidence=changes.get("confidence", child.confidence),
+                importance=changes.get("importance", child.importance),
+                pinned=child.pinned,
+                secret=child.secret,
+            ),
+            actor=actor,
+            reason=reason or f"edit of fact #{child.pk}",
+            request_id=request_id,
+        )
+    if isinstance(child, SelfConcept):
+        if set(changes) != {"content"}:
+            raise InvalidInput("a self-concept change carries only content", field="changes")
+        return self_concept_write(
+            field=child.field,
+            content=changes["content"],
+            actor=actor,
+            reason=reason,
+            request_id=request_id,
+        )
+    return narrative_supersede(
+        narrative=child, changes=changes, actor=actor, reason=reason, request_id=request_id
+    )

@@ -1,0 +1,91 @@
+"""Capturing the raw timeline from agent runtimes: open the session, append only new turns.
+
+Runtimes re-send overlapping history (a Stop hook reads the whole transcript; an import is re-run),
+so each turn may carry the runtime's own id and a turn already recorded under that id is skipped.
+Subagent sessions are not the owner and are not captured unless configured.
+"""
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from memory.models import ContextTurn, Session
+from memory.services.errors import InvalidInput
+from memory.services.timeline import TurnInput, session_start, turns_record
+
+EXTERNAL_ID_KEY = "external_id"
+
+
+@dataclass(frozen=True)
+class SessionRef:
+    runtime: str
+    external_id: str
+    scope_id: int
+    cwd: str = ""
+    origin: str = "user"
+    delegation_depth: int = 0
+    parent_external_id: str = ""
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    session: Session
+    recorded: list[ContextTurn]
+    skipped: int
+    captured: bool
+
+
+def session_open(*, ref: SessionRef, actor: str, request_id: str = "") -> Session:
+    parent_id = None
+    if ref.parent_external_id:
+        parent_id = (
+            Session.objects.filter(runtime=ref.runtime, external_id=ref.parent_external_id)
+            .values_list("pk", flat=True)
+            .first()
+        )
+    return session_start(
+        runtime=ref.runtime,
+        external_id=ref.external_id,
+        scope_id=ref.scope_id,
+        cwd=ref.cwd,
+        origin=ref.origin,
+        parent_id=parent_id,
+        delegation_depth=ref.delegation_depth,
+        actor=actor,
+        request_id=request_id,
+    )
+
+
+def session_captured(session: Session) -> bool:
+    return not session.is_subagent or settings.TIDELINE_CAPTURE_SUBAGENTS
+
+
+def turns_sync(
+    *, session: Session, turns: list[TurnInput], actor: str, request_id: str = ""
+) -> SyncResult:
+    """Record the turns this session does not hold yet (by the runtime's turn id when given)."""
+    if not session_captured(session):
+        return SyncResult(session=session, recorded=[], skipped=len(turns), captured=False)
+    known = {
+        meta.get(EXTERNAL_ID_KEY)
+        for meta in session.turns.exclude(meta={}).values_list("meta", flat=True)
+        if isinstance(meta, dict)
+    }
+    new = []
+    for turn in turns:
+        external_id = (turn.meta or {}).get(EXTERNAL_ID_KEY)
+        if external_id is not None:
+            if not isinstance(external_id, str) or len(external_id) > 200:
+                raise InvalidInput("a turn's external_id must be a string of ≤ 200 characters")
+            if external_id in known:
+                continue
+            known.add(external_id)
+        new.append(turn)
+    recorded = (
+        turns_record(session_id=session.pk, turns=new, actor=actor, request_id=request_id)
+        if new
+        else []
+    )
+    return SyncResult(
+        session=session, recorded=recorded, skipped=len(turns) - len(new), captured=True
+    )
