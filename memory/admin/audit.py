@@ -1,0 +1,59 @@
+"""The audit log on the owner panel: append-only, so there is nothing to add, change or delete."""
+
+from django.contrib import admin
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html
+
+from memory.admin.base import ReadOnlyAdmin
+from memory.admin.display import RAW_KEYS_TITLE, change_lines, pretty_json
+from memory.models import AuditEvent
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    list_display = ("occurred_at", "actor", "action", "target_line", "reason")
+    list_display_links = ("occurred_at",)
+    list_filter = ("actor", "action", "target_type")
+    search_fields = ("reason", "target_repr")
+    search_help_text = "Words of the reason or of what it was about"
+    date_hierarchy = "occurred_at"
+    show_full_result_count = False
+    list_per_page = 100
+    readonly_fields = ("target_line", "change_table", "before_json", "after_json")
+    fieldsets = [
+        (None, {"fields": ("occurred_at", "actor", "action", "target_line", "reason")}),
+        ("变化 · what changed", {"fields": ("change_table",)}),
+        (
+            RAW_KEYS_TITLE,
+            {
+                "classes": ("collapse",),
+                "fields": ("target_type", "target_id", "request_id", "before_json", "after_json"),
+            },
+        ),
+    ]
+
+    def has_owner_action_permission(self, request) -> bool:
+        return False
+
+    @admin.display(description="about", ordering="target_repr")
+    def target_line(self, event: AuditEvent) -> str:
+        text = event.target_repr or f"{event.target_type} #{event.target_id}"
+        if event.target_id is None:
+            return text
+        try:
+            url = reverse(f"admin:memory_{event.target_type}_change", args=[event.target_id])
+        except NoReverseMatch:
+            return text
+        return format_html('<a href="{}">{}</a>', url, text)
+
+    @admin.display(description="field: before → after")
+    def change_table(self, event: AuditEvent) -> str:
+        return change_lines(event.before, event.after)
+
+    @admin.display(description="before")
+    def before_json(self, event: AuditEvent) -> str:
+        return pretty_json(event.before)
+
+    @admin.display(description="after")
+    def after_json(self, event: AuditEvent) -> str:
+        return pretty_json(event.after)

@@ -1,0 +1,106 @@
+"""Engine status: how much is stored, what is waiting, how DREAM went, which LLM is configured
+(never its key)."""
+
+from django.apps import apps
+from django.conf import settings
+from django.contrib import admin
+from django.db import connection
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+
+from memory.models import (
+    ContextTurn,
+    EmbeddingStatus,
+    Fact,
+    InboxItem,
+    InboxStatus,
+    Memory,
+    MemoryStatus,
+    MemoryType,
+    Narrative,
+)
+from memory.services.llm import llm_config_load
+
+DREAM_RUNS_SHOWN = 10
+BACKLOG_EMBEDDING = (EmbeddingStatus.PENDING, EmbeddingStatus.FAILED)
+
+
+def _counts_by_type_and_status() -> list[dict]:
+    cells = {
+        (row["memory_type"], row["status"]): row["n"]
+        for row in Memory.objects.values("memory_type", "status").annotate(n=Count("id"))
+    }
+    return [
+        {
+            "label": label,
+            "cells": [cells.get((value, status), 0) for status in MemoryStatus.values],
+            "total": sum(cells.get((value, status), 0) for status in MemoryStatus.values),
+        }
+        for value, label in MemoryType.choices
+    ]
+
+
+def _active_counts(model, field: str) -> list[tuple[str, int]]:
+    labels = dict(model._meta.get_field(field).choices)
+    rows = (
+        model.objects.filter(status=MemoryStatus.ACTIVE)
+        .values(field)
+        .annotate(n=Count("id"))
+        .order_by(field)
+    )
+    return [(labels.get(row[field], row[field]), row["n"]) for row in rows]
+
+
+def _dream_runs() -> list | None:
+    """The DREAM app owns its runs; read them only when that model exists."""
+    if not apps.is_installed("dream"):
+        return None
+    try:
+        dream_run = apps.get_model("dream", "DreamRun")
+    except LookupError:
+        return None
+    return list(dream_run.objects.order_by("-started_at")[:DREAM_RUNS_SHOWN])
+
+
+def engine_status_context() -> dict:
+    llm = llm_config_load()
+    return {
+        "statuses": [label for _, label in MemoryStatus.choices],
+        "by_type": _counts_by_type_and_status(),
+        "fact_kinds": _active_counts(Fact, "kind"),
+        "narrative_layers": _active_counts(Narrative, "layer"),
+        "backlog": [
+            (
+                "inbox items waiting for flush_inbox",
+                InboxItem.objects.filter(status=InboxStatus.PENDING).count(),
+            ),
+            (
+                "memories needing embedding",
+                Memory.objects.filter(embedding_status__in=BACKLOG_EMBEDDING).count(),
+            ),
+            (
+                "timeline turns needing embedding",
+                ContextTurn.objects.filter(embedding_status__in=BACKLOG_EMBEDDING).count(),
+            ),
+        ],
+        "dream_runs": _dream_runs(),
+        "llm": llm.public() if llm else None,
+        "engine": [
+            ("database", connection.vendor),
+            ("embedder", settings.TIDELINE_EMBEDDER),
+            (
+                "background tasks",
+                "in-process (no broker)" if settings.CELERY_TASK_ALWAYS_EAGER else "Celery broker",
+            ),
+        ],
+    }
+
+
+def engine_status(request: HttpRequest) -> HttpResponse:
+    context = {
+        **admin.site.each_context(request),
+        "title": "Engine status",
+        **engine_status_context(),
+    }
+    return TemplateResponse(request, "admin/engine_status.html", context)

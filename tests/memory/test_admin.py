@@ -1,0 +1,267 @@
+import pytest
+from django.contrib import admin
+from django.contrib.auth.models import Group
+from django.test import RequestFactory
+from django.urls import reverse
+
+from memory.models import (
+    Actor,
+    ApiKey,
+    AttentionEvent,
+    AuditEvent,
+    Fact,
+    FactKind,
+    InboxItem,
+    MemoryStatus,
+)
+from memory.services.facts import FactInput, fact_write
+from memory.services.lifecycle import memory_expire
+from memory.services.narratives import NarrativeInput, narrative_write
+from memory.services.self_concept import self_concept_write
+from memory.services.threads import snapshot_write, thread_write
+from memory.services.timeline import TurnInput, session_start, turns_record
+
+PREFERENCE_SUMMARY = "[偏好] 用户希望回复用简体中文"
+
+
+@pytest.fixture
+def owner(django_user_model):
+    return django_user_model.objects.create_superuser("owner", "owner@example.com", "pw")
+
+
+@pytest.fixture
+def owner_client(client, owner):
+    client.force_login(owner)
+    return client
+
+
+@pytest.fixture
+def preference(global_scope):
+    return fact_write(
+        data=FactInput(
+            scope_id=global_scope.pk,
+            profile_name="用户",
+            kind=FactKind.PREFERENCE,
+            predicate="responds_in",
+            value="简体中文",
+            summary=PREFERENCE_SUMMARY,
+        )
+    )
+
+
+@pytest.fixture
+def project_fact(project_scope):
+    return fact_write(
+        data=FactInput(
+            scope_id=project_scope.pk,
+            profile_name="archive-manager",
+            profile_kind="project",
+            kind=FactKind.FACT,
+            predicate="security_status",
+            value="has_vulnerabilities",
+        )
+    )
+
+
+@pytest.fixture
+def everything(global_scope, project_scope, preference, project_fact):
+    """One row of every memory-app model, written through the services that own them. Inbox
+    capture, recall and key minting belong to other services, so those rows are stored plainly."""
+    session = session_start(
+        runtime="claude-code", external_id="s-1", scope_id=project_scope.pk, cwd="/work/am"
+    )
+    turns = turns_record(
+        session_id=session.pk,
+        turns=[
+            TurnInput(role="user", content="归档的时候要保留原始的目录结构"),
+            TurnInput(role="assistant", content="好的，解压时保留目录结构。"),
+        ],
+    )
+    narrative = narrative_write(
+        data=NarrativeInput(
+            scope_id=project_scope.pk,
+            gesture="用户坚持归档保留原始目录结构，语气很确定",
+            cognition_direction="解压逻辑要按目录树恢复",
+            tags=["archive", "layout"],
+            source_turn_ids=[turns[0].pk],
+        )
+    )
+    self_concept_write(field="fact", content="我是 Tideline 的记忆助手")
+    snapshot_write(scope_id=project_scope.pk, content="正在重写解压模块", session_id=session.pk)
+    thread_write(scope_id=project_scope.pk, content="目录结构之外，权限位要不要保留？")
+    InboxItem.objects.create(scope=project_scope, content="以后都用 pnpm 不用 npm")
+    AttentionEvent.objects.create(memory=narrative, session=session, source="t1_prefetch")
+    key = ApiKey.objects.create(
+        name="laptop", prefix="tl_abcd", key_hash=ApiKey.hash_secret("tl_abcd_secret")
+    )
+    key.scopes.add(project_scope)
+    Group.objects.create(name="readers")
+    return {"narrative": narrative, "session": session}
+
+
+def admin_url(model, view: str, *args) -> str:
+    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{view}", args=args)
+
+
+def post_action(client, model, action: str, *pks) -> object:
+    return client.post(
+        admin_url(model, "changelist"),
+        {"action": action, "_selected_action": [str(pk) for pk in pks]},
+        follow=True,
+    )
+
+
+def test_it_renders_every_registered_model_and_offers_delete_nowhere(
+    owner_client, owner, everything
+):
+    request = RequestFactory().get("/admin/")
+    request.user = owner
+    for model, model_admin in admin.site._registry.items():
+        name = model._meta.label
+        changelist = owner_client.get(admin_url(model, "changelist"))
+        assert changelist.status_code == 200, name
+        assert b'value="delete_selected"' not in changelist.content, name
+        obj = model._default_manager.order_by("pk").first()
+        if model._meta.app_label in {"memory", "auth"}:
+            assert obj is not None, f"the fixture writes no {name}"
+        if obj is not None:
+            change = owner_client.get(admin_url(model, "change", obj.pk))
+            assert change.status_code == 200, name
+            assert b"deletelink" not in change.content, name
+            assert owner_client.get(admin_url(model, "delete", obj.pk)).status_code == 403, name
+            assert owner_client.post(admin_url(model, "delete", obj.pk)).status_code == 403, name
+        if model_admin.has_add_permission(request):
+            assert owner_client.get(admin_url(model, "add")).status_code == 200, name
+        else:
+            assert owner_client.get(admin_url(model, "add")).status_code == 403, name
+    assert "delete_selected" not in dict(admin.site.actions)
+
+
+def test_it_leads_the_fact_list_with_the_summary_and_folds_the_raw_keys(
+    owner_client, preference, project_fact
+):
+    listing = owner_client.get(admin_url(Fact, "changelist")).content.decode()
+    assert PREFERENCE_SUMMARY in listing
+    assert "[项目·archive-manager] [事实] archive-manager · security status" in listing
+    assert "responds_in" not in listing
+    page = owner_client.get(admin_url(Fact, "change", preference.pk)).content.decode()
+    raw_start = page.index("原始键名 · raw keys")
+    assert page.rfind("<details", 0, raw_start) > page.index(PREFERENCE_SUMMARY)
+    assert page.index("responds_in") > raw_start
+
+
+def test_it_finds_a_memory_by_words_of_its_summary_and_filters_by_kind(
+    owner_client, preference, project_fact
+):
+    found = owner_client.get(admin_url(Fact, "changelist"), {"q": "简体中文"}).content.decode()
+    assert PREFERENCE_SUMMARY in found
+    assert "security status" not in found
+    by_kind = owner_client.get(
+        reverse("admin:memory_memory_changelist"), {"memory_type__exact": "fact", "q": "security"}
+    ).content.decode()
+    assert "has_vulnerabilities" in by_kind
+    assert PREFERENCE_SUMMARY not in by_kind
+
+
+@pytest.mark.parametrize(
+    ("action", "audit_action", "before"),
+    [
+        ("expire", "expire", {}),
+        ("restore", "restore", {"expired": True}),
+        ("pin", "pin", {}),
+        ("unpin", "unpin", {"pinned": True}),
+    ],
+)
+def test_it_runs_each_lifecycle_action_through_the_service_with_one_owner_audit_row(
+    owner_client, preference, action, audit_action, before
+):
+    if before.get("expired"):
+        memory_expire(memory_id=preference.pk, actor=Actor.AGENT, reason="set-up")
+    if before.get("pinned"):
+        owner_client.post(
+            reverse("admin:memory_memory_changelist"),
+            {"action": "pin", "_selected_action": [preference.pk]},
+        )
+    baseline = AuditEvent.objects.count()
+    response = post_action(owner_client, Fact, action, preference.pk)
+    assert response.status_code == 200
+    assert AuditEvent.objects.count() == baseline + 1
+    event = AuditEvent.objects.order_by("-id").first()
+    assert (event.actor, event.action, event.target_id) == ("owner", audit_action, preference.pk)
+    assert "owner panel" in event.reason and "by owner" in event.reason
+    preference.refresh_from_db()
+    expected = {
+        "expire": (MemoryStatus.EXPIRED, False),
+        "restore": (MemoryStatus.ACTIVE, False),
+        "pin": (MemoryStatus.ACTIVE, True),
+        "unpin": (MemoryStatus.ACTIVE, False),
+    }[action]
+    assert (preference.status, preference.pinned) == expected
+
+
+def test_it_shows_a_refused_action_as_a_message_and_writes_nothing(owner_client, preference):
+    memory_expire(memory_id=preference.pk, actor=Actor.AGENT, reason="set-up")
+    baseline = AuditEvent.objects.count()
+    response = post_action(owner_client, Fact, "expire", preference.pk)
+    assert response.status_code == 200
+    assert "already expired" in response.content.decode()
+    assert AuditEvent.objects.count() == baseline
+
+
+def test_it_supersedes_a_fact_with_an_edited_value(owner_client, project_fact):
+    response = owner_client.post(
+        admin_url(Fact, "changelist"),
+        {"action": "supersede_with_edit", "_selected_action": [project_fact.pk]},
+    )
+    form_url = reverse("admin:memory_fact_supersede", args=[project_fact.pk])
+    assert response.status_code == 302 and response.url == form_url
+    assert owner_client.get(form_url).status_code == 200
+    response = owner_client.post(form_url, {"value": "fixed", "reason": "patched in 2.3"})
+    assert response.status_code == 302
+    project_fact.refresh_from_db()
+    assert project_fact.status == MemoryStatus.SUPERSEDED
+    assert project_fact.valid_to is not None
+    new = Fact.objects.get(status=MemoryStatus.ACTIVE, predicate="security_status")
+    assert (new.value, new.supersedes_id) == ("fixed", project_fact.pk)
+    event = AuditEvent.objects.order_by("-id").first()
+    assert (event.actor, event.action, event.target_id) == ("owner", "invalidate", new.pk)
+    assert "by owner" in event.reason and "patched in 2.3" in event.reason
+
+
+def test_it_refuses_a_bad_edited_value_without_writing(owner_client, project_fact):
+    form_url = reverse("admin:memory_fact_supersede", args=[project_fact.pk])
+    baseline = AuditEvent.objects.count()
+    for value in ("   ", "x" * 61):
+        response = owner_client.post(form_url, {"value": value})
+        assert response.status_code == 200
+        assert "errorlist" in response.content.decode()
+    project_fact.refresh_from_db()
+    assert project_fact.status == MemoryStatus.ACTIVE
+    assert Fact.objects.count() == 1
+    assert AuditEvent.objects.count() == baseline
+
+
+def test_it_refuses_raw_saves_of_memories_and_audit_rows(owner_client, preference):
+    change = owner_client.post(admin_url(Fact, "change", preference.pk), {"value": "English"})
+    assert change.status_code == 403
+    event = AuditEvent.objects.first()
+    page = owner_client.get(admin_url(AuditEvent, "change", event.pk)).content.decode()
+    assert 'name="_save"' not in page
+    assert owner_client.post(admin_url(AuditEvent, "change", event.pk), {}).status_code == 403
+    assert owner_client.get(admin_url(AuditEvent, "add")).status_code == 403
+    preference.refresh_from_db()
+    assert preference.value == "简体中文"
+
+
+def test_it_shows_engine_status_without_the_llm_key(owner_client, fake_llm, everything):
+    page = owner_client.get(reverse("engine_status")).content.decode()
+    assert "fake-model" in page
+    assert "set (never shown)" in page
+    assert "sk-test-secret" not in page
+    assert "inbox items waiting for flush_inbox" in page
+
+
+def test_it_keeps_engine_status_behind_the_login(client):
+    response = client.get(reverse("engine_status"))
+    assert response.status_code == 302
+    assert reverse("admin:login") in response.url
