@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.urls import path
 
+from injection.api import api
 from memory.admin import engine_status
 
 admin.site.site_header = "Tideline · owner panel"
@@ -10,4 +11,5 @@ admin.site.index_title = "Memories, timeline and audit"
 urlpatterns = [
     path("admin/engine-status/", admin.site.admin_view(engine_status), name="engine_status"),
     path("admin/", admin.site.urls),
+    path("api/", api.urls),
 ]

@@ -116,20 +116,28 @@ def apikey_authenticate(*, raw: str) -> Principal | None:
 
 
 def principal_scope(
-    *, principal: Principal, scope_id: int | None = None, cwd: str = "", git_remote: str = ""
+    *,
+    principal: Principal,
+    scope_id: int | None = None,
+    cwd: str = "",
+    git_remote: str = "",
+    create: bool = True,
 ) -> Scope:
     """The scope a request acts in: an explicit scope id, else the caller's cwd / git remote, else
-    the principal's single bound scope (or global). Refused unless the principal holds it."""
+    the principal's single bound scope (or global). Refused unless the principal holds it. Read
+    paths pass create=False so that asking never creates a scope."""
     if scope_id is not None:
         scope = scope_get(scope_id=scope_id)
     elif cwd or git_remote:
-        scope = scope_resolve(cwd=cwd or None, git_remote=git_remote or None)
+        scope = scope_resolve(cwd=cwd or None, git_remote=git_remote or None, create=create)
     elif principal.scope_ids is not None and len(principal.scope_ids) == 1:
         scope = scope_get(scope_id=next(iter(principal.scope_ids)))
     elif principal.scope_ids is None or principal.include_global:
         scope = scope_global()
     else:
-        raise InvalidInput("name the scope (scope_id or cwd): this key holds several", field="scope")
+        raise InvalidInput(
+            "name the scope (scope_id or cwd): this key holds several", field="scope"
+        )
     if not principal.allows(scope):
         raise Forbidden(f"this key may not use the scope {scope.label}", field="scope")
     return scope
@@ -155,7 +163,9 @@ def principal_all_ids(*, principal: Principal) -> list[int]:
     if principal.scope_ids is None:
         return list(Scope.objects.values_list("pk", flat=True))
     ids = set(principal.scope_ids)
-    ids.update(Scope.objects.filter(workspace_id__in=principal.scope_ids).values_list("pk", flat=True))
+    ids.update(
+        Scope.objects.filter(workspace_id__in=principal.scope_ids).values_list("pk", flat=True)
+    )
     if principal.include_global:
         ids.add(scope_global().pk)
     return sorted(ids)

@@ -12,7 +12,9 @@ from datetime import datetime
 
 from django.utils import timezone
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]")
+_CJK = re.compile(
+    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]"
+)
 # Angle-bracket markup (<system-reminder>, </tideline-memory>, <br/>) could close our envelope or
 # pose as runtime instructions, so it never survives into injected text.
 _TAG = re.compile(r"</?[A-Za-z][\w:.-]*(?:\s[^<>]*)?/?>")
