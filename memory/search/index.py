@@ -1,0 +1,376 @@
+"""The per-process search index: BM25 postings, a float32 vector matrix and the filter columns of
+every memory (or turn), refreshed incrementally from the change log the database triggers write.
+
+Rows are append-only inside the index: a changed memory gets a new row and its old row is marked
+dead, so postings lists only ever grow and never need rewriting; when more than half the rows are
+dead the index rebuilds itself. A query reads the change log past the last sequence number it saw
+(one indexed lookup when nothing changed), so no query ever reloads the whole store.
+"""
+
+import logging
+import math
+import threading
+from collections import Counter, defaultdict
+from datetime import datetime
+
+import numpy as np
+from django.conf import settings
+from django.db import connection
+
+from memory.models import ContextTurn, Memory, MemoryStatus, MemoryType, NarrativeLayer
+from memory.search import schema
+from memory.search.text import date_terms, text_terms
+
+logger = logging.getLogger("tideline.search")
+
+STATUS_CODES = {status: code for code, status in enumerate(MemoryStatus.values)}
+TYPE_CODES = {kind: code for code, kind in enumerate(MemoryType.values)}
+LAYER_CODES = {layer: code for code, layer in enumerate(NarrativeLayer.values)}
+NO_TIME = math.inf
+REFRESH_CHUNK = 2000
+
+
+def epoch(moment: datetime | None, default: float = NO_TIME) -> float:
+    return moment.timestamp() if moment is not None else default
+
+
+class _Columns:
+    """Growable numpy columns sharing one row numbering."""
+
+    def __init__(self, spec: dict[str, np.dtype], dim: int) -> None:
+        self.spec = spec
+        self.size = 0
+        self.capacity = 0
+        self.dim = dim
+        self.data: dict[str, np.ndarray] = {}
+        self.vectors = np.zeros((0, dim), dtype=np.float32)
+        self._grow(1024)
+
+    def _grow(self, capacity: int) -> None:
+        for name, dtype in self.spec.items():
+            column = np.zeros(capacity, dtype=dtype)
+            if name in self.data:
+                column[: self.size] = self.data[name][: self.size]
+            self.data[name] = column
+        vectors = np.zeros((capacity, self.dim), dtype=np.float32)
+        vectors[: self.size] = self.vectors[: self.size]
+        self.vectors = vectors
+        self.capacity = capacity
+
+    def append(self, values: dict, vector: np.ndarray | None) -> int:
+        if self.size == self.capacity:
+            self._grow(self.capacity * 2)
+        row = self.size
+        for name, value in values.items():
+            self.data[name][row] = value
+        if vector is not None and vector.shape[0] == self.dim:
+            self.vectors[row] = vector
+            self.data["has_vector"][row] = True
+        self.size += 1
+        return row
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.data[name][: self.size]
+
+
+class Postings:
+    """term → rows and (fractional) term frequencies, appended as rows are added."""
+
+    def __init__(self) -> None:
+        self._lists: dict[str, tuple[list[int], list[float]]] = defaultdict(lambda: ([], []))
+        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def add(self, row: int, bag: dict[str, float]) -> None:
+        for term, tf in bag.items():
+            rows, tfs = self._lists[term]
+            rows.append(row)
+            tfs.append(tf)
+
+    def get(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        listed = self._lists.get(term)
+        if listed is None:
+            return None
+        cached = self._arrays.get(term)
+        if cached is None or len(cached[0]) != len(listed[0]):
+            cached = (
+                np.asarray(listed[0], dtype=np.int64),
+                np.asarray(listed[1], dtype=np.float32),
+            )
+            self._arrays[term] = cached
+        return cached
+
+
+class SearchIndex:
+    """Everything one kind of document (memories or turns) needs to be ranked without SQL."""
+
+    kind = ""
+    model = Memory
+    word_table = ""
+    columns: dict[str, np.dtype] = {}
+
+    def __init__(self, *, model_id: str | None, dim: int) -> None:
+        self.model_id = model_id
+        self.dim = dim
+        self.lock = threading.RLock()
+        self.last_seq = 0
+        self.last_token: int | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        base = {"id": np.int64, "alive": np.bool_, "scope": np.int64, "length": np.float32}
+        base["has_vector"] = np.bool_
+        self.table = _Columns({**base, **self.columns}, self.dim)
+        self.postings = Postings()
+        self.row_of: dict[int, int] = {}
+        self.dead = 0
+
+    # --- refresh -------------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Bring the index up to the change log's tip. Cheap when nothing changed."""
+        with self.lock, connection.cursor() as cursor:
+            if self.last_seq:
+                cursor.execute(
+                    f"SELECT token FROM {schema.CHANGE_TABLE} WHERE seq = %s", [self.last_seq]
+                )
+                found = cursor.fetchone()
+                if found is None or found[0] != self.last_token:
+                    # The log was rolled back underneath us (or recreated): start over.
+                    self._reset()
+                    self.last_seq = 0
+            if not self.last_seq:
+                cursor.execute(f"SELECT max(seq) FROM {schema.CHANGE_TABLE}")
+                tip = cursor.fetchone()[0] or 0
+                self._reset()
+                self._load_all()
+                self._advance(cursor, tip)
+                return
+            cursor.execute(
+                f"SELECT seq, row_id FROM {schema.CHANGE_TABLE} WHERE seq > %s AND kind = %s "
+                "ORDER BY seq",
+                [self.last_seq, self.kind],
+            )
+            changed = cursor.fetchall()
+            cursor.execute(f"SELECT max(seq) FROM {schema.CHANGE_TABLE}")
+            tip = cursor.fetchone()[0] or 0
+            if changed:
+                ids = list(dict.fromkeys(row_id for _, row_id in changed))
+                for start in range(0, len(ids), REFRESH_CHUNK):
+                    self._load(ids[start : start + REFRESH_CHUNK])
+                if self.dead > 1000 and self.dead > self.table.size // 2:
+                    self._reset()
+                    self._load_all()
+            self._advance(cursor, tip)
+
+    def _advance(self, cursor, tip: int) -> None:
+        self.last_seq = tip
+        self.last_token = None
+        if tip:
+            cursor.execute(f"SELECT token FROM {schema.CHANGE_TABLE} WHERE seq = %s", [tip])
+            found = cursor.fetchone()
+            self.last_token = found[0] if found else None
+
+    def _load_all(self) -> None:
+        ids = list(self.model.objects.order_by("pk").values_list("pk", flat=True))
+        for start in range(0, len(ids), REFRESH_CHUNK):
+            self._load(ids[start : start + REFRESH_CHUNK])
+
+    def _stored_terms(self, ids: list[int], texts: dict[int, str]) -> dict[int, list[str]]:
+        """Terms per row: read from the FTS5 word index where there is one (no re-segmentation),
+        computed in Python otherwise."""
+        if connection.vendor == "sqlite" and ids:
+            with connection.cursor() as cursor:
+                marks = ",".join(["%s"] * len(ids))
+                cursor.execute(
+                    f"SELECT rowid, tokens FROM {self.word_table} WHERE rowid IN ({marks})", ids
+                )
+                return {pk: (tokens or "").split() for pk, tokens in cursor.fetchall()}
+        return {pk: text_terms(texts.get(pk, "")) for pk in ids}
+
+    def _kill(self, pk: int) -> None:
+        row = self.row_of.pop(pk, None)
+        if row is not None and self.table["alive"][row]:
+            self.table.data["alive"][row] = False
+            self.dead += 1
+
+    def _vector(self, blob, model_id: str) -> np.ndarray | None:
+        if not blob or self.model_id is None or model_id != self.model_id:
+            return None
+        vector = np.frombuffer(bytes(blob), dtype=np.float32)
+        return vector if vector.shape[0] == self.dim else None
+
+    def _add(self, pk: int, values: dict, bag: dict[str, float], vector) -> None:
+        self._kill(pk)
+        values = {**values, "id": pk, "alive": True, "length": sum(bag.values())}
+        row = self.table.append(values, vector)
+        self.postings.add(row, bag)
+        self.row_of[pk] = row
+
+    def _load(self, ids: list[int]) -> None:
+        raise NotImplementedError
+
+    # --- ranking helpers -------------------------------------------------------------------------
+
+    def bm25(self, terms: list[str], eligible: np.ndarray, stats_rows: np.ndarray) -> np.ndarray:
+        """BM25 (Lucene idf) of every row for `terms`, zero outside `eligible`. Collection
+        statistics (N, df, average length) come from `stats_rows`, the caller's visible store."""
+        size = self.table.size
+        scores = np.zeros(size, dtype=np.float32)
+        if not terms or not stats_rows.any():
+            return scores
+        k1 = settings.TIDELINE_SEARCH_BM25_K1
+        b = settings.TIDELINE_SEARCH_BM25_B
+        lengths = self.table["length"]
+        total = int(stats_rows.sum())
+        average = float(lengths[stats_rows].mean()) or 1.0
+        for term, query_tf in Counter(terms).items():
+            posting = self.postings.get(term)
+            if posting is None:
+                continue
+            rows, tfs = posting
+            df = int(stats_rows[rows].sum())
+            if df == 0:
+                continue
+            keep = eligible[rows]
+            rows, tfs = rows[keep], tfs[keep]
+            if not len(rows):
+                continue
+            idf = math.log(1 + (total - df + 0.5) / (df + 0.5))
+            norm = k1 * (1 - b + b * lengths[rows] / average)
+            scores[rows] += query_tf * idf * tfs * (k1 + 1) / (tfs + norm)
+        return scores
+
+    def matched_terms(self, terms: list[str], rows: np.ndarray) -> list[list[str]]:
+        matched: list[list[str]] = [[] for _ in rows]
+        for term in dict.fromkeys(terms):
+            posting = self.postings.get(term)
+            if posting is None:
+                continue
+            hit = np.isin(rows, posting[0])
+            for position in np.flatnonzero(hit):
+                matched[position].append(term)
+        return matched
+
+
+class MemoryIndex(SearchIndex):
+    kind = "memory"
+    model = Memory
+    word_table = schema.MEMORY_WORD
+    columns = {
+        "status": np.int8,
+        "memory_type": np.int8,
+        "layer": np.int8,
+        "valid_from": np.float64,
+        "valid_to": np.float64,
+        "recorded_at": np.float64,
+        "pinned": np.bool_,
+        "weight": np.float32,
+    }
+
+    def _load(self, ids: list[int]) -> None:
+        rows = list(
+            Memory.objects.filter(pk__in=ids).values_list(
+                "pk",
+                "scope_id",
+                "status",
+                "memory_type",
+                "valid_from",
+                "valid_to",
+                "recorded_at",
+                "pinned",
+                "importance",
+                "search_text",
+                "embedding",
+                "embedding_model",
+                "narrative__weight",
+                "narrative__layer",
+            )
+        )
+        terms = self._stored_terms([row[0] for row in rows], {row[0]: row[9] for row in rows})
+        for row in rows:
+            (pk, scope_id, status, memory_type, valid_from, valid_to, recorded_at, pinned) = row[:8]
+            importance, _, blob, model_id, weight, layer = row[8:]
+            values = {
+                "scope": scope_id,
+                "status": STATUS_CODES.get(status, -1),
+                "memory_type": TYPE_CODES.get(memory_type, -1),
+                "layer": LAYER_CODES.get(layer, -1),
+                "valid_from": epoch(valid_from, -NO_TIME),
+                "valid_to": epoch(valid_to),
+                "recorded_at": epoch(recorded_at, 0.0),
+                "pinned": pinned,
+                # Narratives carry a computed weight; other kinds use their importance on the same
+                # 0–1 scale.
+                "weight": weight if weight is not None else importance / 5,
+            }
+            self._add(pk, values, Counter(terms.get(pk, [])), self._vector(blob, model_id))
+
+
+class TurnIndex(SearchIndex):
+    """Turns are ranked as small windows of conversation: a turn's document holds its own terms, the
+    terms of its neighbouring turns in the same session at a lower weight, and the month and year it
+    happened, because questions about a conversation name what was said around the answer and when.
+    """
+
+    kind = "turn"
+    model = ContextTurn
+    word_table = schema.TURN_WORD
+    columns = {"session": np.int64, "seq": np.int64, "occurred_at": np.float64}
+
+    def _load(self, ids: list[int]) -> None:
+        window = settings.TIDELINE_SEARCH_TURN_NEIGHBOURS
+        changed = list(
+            ContextTurn.objects.filter(pk__in=ids).values_list("session_id", "seq", "pk")
+        )
+        spans: dict[int, list[int]] = {}
+        for session_id, seq, _ in changed:
+            low, high = spans.get(session_id, [seq, seq])
+            spans[session_id] = [min(low, seq), max(high, seq)]
+        for session_id, (low, high) in spans.items():
+            self._load_session_span(session_id, low, high, window)
+
+    def _load_session_span(self, session_id: int, low: int, high: int, window: int) -> None:
+        """Rebuild the documents of turns low-window..high+window of a session: their own text or a
+        neighbour's changed."""
+        rows = list(
+            ContextTurn.objects.filter(
+                session_id=session_id, seq__gte=low - 2 * window, seq__lte=high + 2 * window
+            )
+            .order_by("seq")
+            .values_list(
+                "pk",
+                "scope_id",
+                "seq",
+                "occurred_at",
+                "speaker",
+                "content",
+                "embedding",
+                "embedding_model",
+            )
+        )
+        terms = self._stored_terms(
+            [row[0] for row in rows], {row[0]: f"{row[4]} {row[5]}" for row in rows}
+        )
+        neighbour_weight = settings.TIDELINE_SEARCH_NEIGHBOUR_WEIGHT
+        date_weight = settings.TIDELINE_SEARCH_DATE_WEIGHT
+        for position, row in enumerate(rows):
+            pk, scope_id, seq, occurred_at, _, _, blob, model_id = row
+            if not low - window <= seq <= high + window:
+                continue
+            bag: dict[str, float] = Counter(terms.get(pk, []))
+            if window and neighbour_weight:
+                for other in rows[max(0, position - window) : position + window + 1]:
+                    if other[0] == pk or abs(other[2] - seq) > window:
+                        continue
+                    for term in terms.get(other[0], []):
+                        bag[term] = bag.get(term, 0.0) + neighbour_weight
+            if date_weight:
+                for term in date_terms(occurred_at):
+                    bag[term] = bag.get(term, 0.0) + date_weight
+            values = {
+                "scope": scope_id,
+                "session": session_id,
+                "seq": seq,
+                "occurred_at": epoch(occurred_at, 0.0),
+            }
+            self._add(pk, values, bag, self._vector(blob, model_id))

@@ -1,0 +1,434 @@
+"""memory_search and turn_search: hybrid lexical + semantic ranking with filters and reasons.
+
+Score of a candidate (all weights are settings, see README "Search"):
+
+    (1 - w) · bm25 / max(bm25) + w · minmax(cosine)          w = TIDELINE_SEARCH_SEMANTIC_WEIGHT
+    + keyword boost          when a literal part of the query (an identifier such as whale-listen,
+                             a quoted phrase, a CJK run) occurs verbatim in the text
+    + lifecycle priors       memories only: weight, pinned, recency
+
+A candidate with no lexical match needs a cosine of at least the semantic floor: pure similarity
+below it is noise, not recall. A literal keyword hit therefore always outranks pure similarity.
+"""
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from memory.models import (
+    ContextTurn,
+    Fact,
+    Memory,
+    MemoryStatus,
+    MemoryType,
+    Narrative,
+    NarrativeTag,
+    Scope,
+    SelfConcept,
+)
+from memory.search import schema
+from memory.search.index import (
+    LAYER_CODES,
+    STATUS_CODES,
+    TYPE_CODES,
+    MemoryIndex,
+    SearchIndex,
+    TurnIndex,
+)
+from memory.search.text import query_literals, text_terms
+from memory.services.errors import InvalidInput
+
+logger = logging.getLogger("tideline.search")
+
+MAX_LIMIT = 200
+RECENCY_HALF_LIFE_DAYS = 30.0
+DEFAULT_STATUSES = (MemoryStatus.ACTIVE,)
+AS_OF_STATUSES = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED, MemoryStatus.EXPIRED)
+
+
+@dataclass
+class MemoryHit:
+    memory: Memory
+    score: float
+    lexical: float
+    semantic: float | None
+    why: dict = field(default_factory=dict)
+
+
+@dataclass
+class TurnHit:
+    turn: ContextTurn
+    score: float
+    lexical: float
+    semantic: float | None
+    why: dict = field(default_factory=dict)
+
+
+_indexes: dict[str, SearchIndex] = {}
+_indexes_lock = threading.Lock()
+_blas = None
+
+
+def _blas_one_thread():
+    """One BLAS thread on the query path: on a small shared box two threads per query spike
+    latency under load. The controller is built once; building it scans loaded libraries."""
+    global _blas
+    if _blas is None:
+        from threadpoolctl import ThreadpoolController
+
+        _blas = ThreadpoolController()
+    return _blas.limit(limits=1, user_api="blas")
+
+
+def search_index(kind: str) -> SearchIndex:
+    """This process's index for `kind` ("memory" or "turn"), refreshed to the change log's tip."""
+    from memory.services.embedding import embedder_get
+
+    embedder = embedder_get()
+    model_id = embedder.model_id if embedder is not None else None
+    dim = embedder_dimension(embedder)
+    with _indexes_lock:
+        index = _indexes.get(kind)
+        if index is None or index.model_id != model_id or (dim and index.dim != dim):
+            index = (MemoryIndex if kind == "memory" else TurnIndex)(model_id=model_id, dim=dim)
+            _indexes[kind] = index
+    index.refresh()
+    return index
+
+
+def embedder_dimension(embedder) -> int:
+    if embedder is None:
+        return 0
+    if getattr(embedder, "dim", None):
+        return embedder.dim
+    for model in (Memory, ContextTurn):
+        blob = (
+            model.objects.filter(embedding_model=embedder.model_id, embedding__isnull=False)
+            .values_list("embedding", flat=True)
+            .first()
+        )
+        if blob:
+            return len(bytes(blob)) // 4
+    return 0
+
+
+def _query_vector(query: str, index: SearchIndex) -> np.ndarray | None:
+    from memory.services.embedding import embedder_get
+
+    embedder = embedder_get()
+    if embedder is None or index.model_id != embedder.model_id:
+        return None
+    try:
+        vector = embedder.embed([query])[0]
+    except Exception:
+        # Search still answers by keyword; the failure is logged, not hidden.
+        logger.exception("query embedding failed; searching by keyword only")
+        return None
+    return vector if vector.shape[0] == index.dim else None
+
+
+def _literal_ids(kind: str, literals: list[str], scope_ids: list[int]) -> dict[int, list[str]]:
+    """Rows whose raw text contains a literal part of the query, via the trigram index (SQLite) or
+    ILIKE (other databases)."""
+    found: dict[int, list[str]] = {}
+    for literal in literals:
+        if connection.vendor == "sqlite":
+            table = schema.MEMORY_TRIGRAM if kind == "memory" else schema.TURN_TRIGRAM
+            phrase = '"' + literal.replace('"', '""') + '"'
+            with connection.cursor() as cursor:
+                cursor.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH %s", [phrase])
+                ids = [row[0] for row in cursor.fetchall()]
+        elif kind == "memory":
+            ids = Memory.objects.filter(
+                scope_id__in=scope_ids, search_text__icontains=literal
+            ).values_list("pk", flat=True)
+        else:
+            ids = ContextTurn.objects.filter(
+                scope_id__in=scope_ids, content__icontains=literal
+            ).values_list("pk", flat=True)
+        for pk in ids:
+            found.setdefault(pk, []).append(literal)
+    return found
+
+
+def _check_common(query: str, scope_ids: list[int], limit: int) -> str:
+    if not isinstance(query, str):
+        raise InvalidInput("query must be text", field="query")
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}", field="limit")
+    if scope_ids is None or not all(
+        isinstance(pk, int) and not isinstance(pk, bool) for pk in scope_ids
+    ):
+        raise InvalidInput("scope_ids must be a list of scope ids", field="scope_ids")
+    return query.strip()
+
+
+def _rank(
+    *,
+    index: SearchIndex,
+    query: str,
+    eligible: np.ndarray,
+    stats_rows: np.ndarray,
+    scope_ids: list[int],
+    limit: int,
+    lexical: bool,
+    semantic: bool,
+    floor: float,
+    priors: np.ndarray | None,
+) -> list[tuple[int, float, float, float | None, dict]]:
+    """(row, score, bm25, cosine, why) for the best `limit` eligible rows."""
+    if not eligible.any() or not query:
+        return []
+    terms = text_terms(query) if lexical else []
+    bm25 = index.bm25(terms, eligible, stats_rows)
+    literal_hits: dict[int, list[str]] = {}
+    if lexical:
+        literals = query_literals(query)
+        if literals:
+            literal_hits = _literal_ids(index.kind, literals, scope_ids)
+    boost = np.zeros(index.table.size, dtype=np.float32)
+    keyword_boost = settings.TIDELINE_SEARCH_KEYWORD_BOOST
+    for pk in literal_hits:
+        row = index.row_of.get(pk)
+        if row is not None:
+            boost[row] = keyword_boost
+    cosine = None
+    weight = settings.TIDELINE_SEARCH_SEMANTIC_WEIGHT if semantic else 0.0
+    if semantic:
+        vector = _query_vector(query, index)
+        if vector is not None:
+            has_vector = index.table["has_vector"]
+            rows = np.flatnonzero(eligible & has_vector)
+            cosine = np.full(index.table.size, -1.0, dtype=np.float32)
+            if len(rows):
+                with _blas_one_thread():
+                    if len(rows) * 3 < index.table.size:
+                        cosine[rows] = index.table.vectors[rows] @ vector
+                    else:
+                        full = index.table.vectors[: index.table.size] @ vector
+                        cosine[rows] = full[rows]
+    lexical_hit = (bm25 > 0) | (boost > 0)
+    if cosine is None:
+        candidate = eligible & lexical_hit
+        lexical_weight = 1.0
+    else:
+        candidate = eligible & (lexical_hit | (cosine >= floor))
+        lexical_weight = 1.0 - weight if lexical else 0.0
+    rows = np.flatnonzero(candidate)
+    if not len(rows):
+        return []
+    top_bm25 = float(bm25[rows].max())
+    score = np.zeros(len(rows), dtype=np.float32)
+    if top_bm25 > 0:
+        score += lexical_weight * bm25[rows] / top_bm25
+    if cosine is not None:
+        eligible_cos = cosine[np.flatnonzero(eligible & index.table["has_vector"])]
+        low, high = float(eligible_cos.min()), float(eligible_cos.max())
+        if high > low:
+            score += weight * np.clip((cosine[rows] - low) / (high - low), 0.0, 1.0)
+    score += boost[rows]
+    if priors is not None:
+        score += priors[rows]
+    take = min(limit, len(rows))
+    best = np.argpartition(-score, take - 1)[:take]
+    best = best[np.argsort(-score[best], kind="stable")]
+    chosen = rows[best]
+    matched = index.matched_terms(terms, chosen)
+    results = []
+    for position, row in enumerate(chosen):
+        pk = int(index.table["id"][row])
+        cos = float(cosine[row]) if cosine is not None and index.table["has_vector"][row] else None
+        why = {
+            "matched_terms": matched[position],
+            "literal_matches": literal_hits.get(pk, []),
+            "lexical_score": round(float(bm25[row]), 4),
+            "lexical_share": round(float(lexical_weight * bm25[row] / top_bm25), 4)
+            if top_bm25 > 0
+            else 0.0,
+            "cosine": round(cos, 4) if cos is not None else None,
+            "boosts": {"keyword": round(float(boost[row]), 4)},
+            "score": round(float(score[best[position]]), 4),
+        }
+        results.append((row, float(score[best[position]]), float(bm25[row]), cos, why))
+    return results
+
+
+def memory_search(
+    *,
+    query: str,
+    scope_ids: list[int],
+    limit: int = 10,
+    as_of: datetime | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    memory_types: list[str] | None = None,
+    layers: list[str] | None = None,
+    tags: list[str] | None = None,
+    statuses: list[str] | None = None,
+    min_semantic: float | None = None,
+    lexical: bool = True,
+    semantic: bool = True,
+    activation_source: str | None = None,
+    session_id: int | None = None,
+) -> list[MemoryHit]:
+    """Memories in `scope_ids` that match `query`, best first, each saying why it matched.
+
+    Default: active memories valid now. With `as_of`, what was valid at that moment (superseded and
+    expired rows included when they were valid then). `since`/`until` bound the event time
+    (valid_from). With `activation_source`, each returned memory counts an activation and gets an
+    AttentionEvent, in one short transaction after ranking.
+    """
+    query = _check_common(query, scope_ids, limit)
+    if statuses is not None and not set(statuses) <= set(MemoryStatus.values):
+        raise InvalidInput(f"statuses must be among {MemoryStatus.values}", field="statuses")
+    if memory_types is not None and not set(memory_types) <= set(MemoryType.values):
+        raise InvalidInput(f"memory_types must be among {MemoryType.values}", field="memory_types")
+    if layers is not None and not set(layers) <= set(LAYER_CODES):
+        raise InvalidInput(f"layers must be among {list(LAYER_CODES)}", field="layers")
+    if not scope_ids or not query:
+        return []
+    started = time.perf_counter()
+    index = search_index("memory")
+    with index.lock:
+        table = index.table
+        in_scope = table["alive"] & np.isin(table["scope"], np.asarray(scope_ids, dtype=np.int64))
+        eligible = in_scope.copy()
+        moment = (as_of or timezone.now()).timestamp()
+        wanted = statuses or (AS_OF_STATUSES if as_of else DEFAULT_STATUSES)
+        eligible &= np.isin(table["status"], [STATUS_CODES[s] for s in wanted])
+        if statuses is None or as_of is not None:
+            eligible &= (table["valid_from"] <= moment) & (table["valid_to"] > moment)
+        if since is not None:
+            eligible &= table["valid_from"] >= since.timestamp()
+        if until is not None:
+            eligible &= table["valid_from"] < until.timestamp()
+        if memory_types:
+            eligible &= np.isin(table["memory_type"], [TYPE_CODES[t] for t in memory_types])
+        if layers:
+            eligible &= np.isin(table["layer"], [LAYER_CODES[layer] for layer in layers])
+        if tags:
+            tagged = NarrativeTag.objects.filter(
+                tag__in=[tag.strip().lower() for tag in tags]
+            ).values_list("narrative_id", flat=True)
+            rows = [index.row_of[pk] for pk in set(tagged) if pk in index.row_of]
+            mask = np.zeros(table.size, dtype=bool)
+            mask[rows] = True
+            eligible &= mask
+        age_days = np.maximum(0.0, (time.time() - table["recorded_at"]) / 86400.0)
+        priors = (
+            settings.TIDELINE_SEARCH_PRIOR_WEIGHT * table["weight"]
+            + settings.TIDELINE_SEARCH_PRIOR_PINNED * table["pinned"]
+            + settings.TIDELINE_SEARCH_PRIOR_RECENCY * np.exp2(-age_days / RECENCY_HALF_LIFE_DAYS)
+        ).astype(np.float32)
+        ranked = _rank(
+            index=index,
+            query=query,
+            eligible=eligible,
+            stats_rows=in_scope,
+            scope_ids=scope_ids,
+            limit=limit,
+            lexical=lexical,
+            semantic=semantic,
+            floor=settings.TIDELINE_SEARCH_SEMANTIC_FLOOR if min_semantic is None else min_semantic,
+            priors=priors,
+        )
+        ids = [int(table["id"][row]) for row, *_ in ranked]
+        prior_of = {int(table["id"][row]): float(priors[row]) for row, *_ in ranked}
+    if min_semantic is not None:
+        ranked = [item for item in ranked if item[3] is not None and item[3] >= min_semantic]
+        ids = [int(index.table["id"][row]) for row, *_ in ranked]
+    memories = _memories_typed(ids)
+    labels = dict(Scope.objects.filter(pk__in=scope_ids).values_list("pk", "label"))
+    hits = []
+    for (_, score, bm25, cosine, why), pk in zip(ranked, ids, strict=True):
+        memory = memories.get(pk)
+        if memory is None:
+            continue
+        why["boosts"]["priors"] = round(prior_of[pk], 4)
+        why["scope"] = labels.get(memory.scope_id, str(memory.scope_id))
+        hits.append(MemoryHit(memory=memory, score=score, lexical=bm25, semantic=cosine, why=why))
+    logger.debug(
+        "memory_search %d hits in %.1f ms", len(hits), (time.perf_counter() - started) * 1e3
+    )
+    if activation_source and hits:
+        from memory.services.attention import memories_activate
+
+        memories_activate(
+            memory_ids=[hit.memory.pk for hit in hits],
+            source=activation_source,
+            session_id=session_id,
+            similarities=[hit.semantic for hit in hits],
+        )
+    return hits
+
+
+def _memories_typed(ids: list[int]) -> dict[int, Memory]:
+    """The typed rows (Narrative, Fact, SelfConcept) for these ids."""
+    kinds = dict(Memory.objects.filter(pk__in=ids).values_list("pk", "memory_type"))
+    found: dict[int, Memory] = {}
+    for model, kind in (
+        (Narrative, MemoryType.NARRATIVE),
+        (Fact, MemoryType.FACT),
+        (SelfConcept, MemoryType.SELF_CONCEPT),
+    ):
+        wanted = [pk for pk, memory_type in kinds.items() if memory_type == kind]
+        if wanted:
+            found.update({row.pk: row for row in model.objects.filter(pk__in=wanted)})
+    return found
+
+
+def turn_search(
+    *,
+    query: str,
+    scope_ids: list[int],
+    limit: int = 10,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    session_ids: list[int] | None = None,
+) -> list[TurnHit]:
+    """Raw conversation turns in `scope_ids` that match `query`, best first, each saying why.
+    `since`/`until` bound when the turn happened (occurred_at)."""
+    query = _check_common(query, scope_ids, limit)
+    if not scope_ids or not query:
+        return []
+    index = search_index("turn")
+    with index.lock:
+        table = index.table
+        in_scope = table["alive"] & np.isin(table["scope"], np.asarray(scope_ids, dtype=np.int64))
+        eligible = in_scope.copy()
+        if since is not None:
+            eligible &= table["occurred_at"] >= since.timestamp()
+        if until is not None:
+            eligible &= table["occurred_at"] < until.timestamp()
+        if session_ids is not None:
+            eligible &= np.isin(table["session"], np.asarray(session_ids, dtype=np.int64))
+        ranked = _rank(
+            index=index,
+            query=query,
+            eligible=eligible,
+            stats_rows=in_scope,
+            scope_ids=scope_ids,
+            limit=limit,
+            lexical=True,
+            semantic=True,
+            floor=settings.TIDELINE_SEARCH_TURN_SEMANTIC_FLOOR,
+            priors=None,
+        )
+        ids = [int(table["id"][row]) for row, *_ in ranked]
+    turns = ContextTurn.objects.in_bulk(ids)
+    labels = dict(Scope.objects.filter(pk__in=scope_ids).values_list("pk", "label"))
+    hits = []
+    for (_, score, bm25, cosine, why), pk in zip(ranked, ids, strict=True):
+        turn = turns.get(pk)
+        if turn is None:
+            continue
+        why["scope"] = labels.get(turn.scope_id, str(turn.scope_id))
+        hits.append(TurnHit(turn=turn, score=score, lexical=bm25, semantic=cosine, why=why))
+    return hits

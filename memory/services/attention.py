@@ -1,0 +1,63 @@
+"""Attention: every recall of a memory counts as an activation and leaves an AttentionEvent.
+
+Activation feeds decay (a memory nobody recalls fades) and the owner's attention heatmap.
+"""
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from memory.models import Actor, AttentionEvent, AuditAction, Memory
+from memory.services.audit import audit_record
+from memory.services.errors import InvalidInput
+
+SOURCE_MAX_CHARS = 32
+
+
+def memories_activate(
+    *,
+    memory_ids: list[int],
+    source: str,
+    session_id: int | None = None,
+    similarities: list[float | None] | None = None,
+    actor: str = Actor.SYSTEM,
+) -> int:
+    """Count one activation of each memory (last_activated, activation_count) and log one
+    AttentionEvent per memory with its source and similarity. One short transaction; returns how
+    many memories were activated."""
+    if not source or len(source) > SOURCE_MAX_CHARS:
+        raise InvalidInput(f"source must be 1–{SOURCE_MAX_CHARS} characters", field="source")
+    ids = list(dict.fromkeys(memory_ids))
+    if similarities is not None and len(similarities) != len(memory_ids):
+        raise InvalidInput("similarities must match memory_ids one to one", field="similarities")
+    similarity_of = dict(zip(memory_ids, similarities or [None] * len(memory_ids), strict=True))
+    if not ids:
+        return 0
+    now = timezone.now()
+    with transaction.atomic():
+        known = list(Memory.objects.filter(pk__in=ids).values_list("pk", flat=True))
+        # Activation is bookkeeping, not an edit: updated_at stays, so the search index is not churned.
+        Memory.objects.filter(pk__in=known).update(
+            last_activated=now, activation_count=F("activation_count") + 1
+        )
+        AttentionEvent.objects.bulk_create(
+            [
+                AttentionEvent(
+                    memory_id=pk,
+                    session_id=session_id,
+                    source=source,
+                    similarity=similarity_of.get(pk),
+                    occurred_at=now,
+                )
+                for pk in known
+            ]
+        )
+        audit_record(
+            actor=actor,
+            action=AuditAction.RECORD,
+            target_type="attention",
+            target_id=known[0] if known else None,
+            reason=f"{len(known)} memory activation(s) via {source}",
+            after={"memory_ids": known, "source": source, "session_id": session_id},
+        )
+    return len(known)
