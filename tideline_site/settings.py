@@ -178,6 +178,45 @@ TIDELINE_EMBEDDER_TIMEOUT = env_float("TIDELINE_EMBEDDER_TIMEOUT", 10.0, minimum
 TIDELINE_EMBEDDER_RETRIES = env_int("TIDELINE_EMBEDDER_RETRIES", 2, minimum=0, maximum=10)
 
 # --- LLM (optional; configured by `manage.py llm set`, key kept in a 0600 file) ------------------
+# Texts per provider call when embedding in bulk (imports, `manage.py reembed`).
+TIDELINE_EMBEDDER_BATCH = env_int("TIDELINE_EMBEDDER_BATCH", 64, minimum=1, maximum=2048)
+
+# --- Search (DESIGN §4; memory/search). Defaults measured on LoCoMo, see README "Search". --------
+# BM25 term saturation and length normalisation (0.5 beats the textbook 0.75 on short turns).
+TIDELINE_SEARCH_BM25_K1 = env_float("TIDELINE_SEARCH_BM25_K1", 1.2, minimum=0.0, maximum=5.0)
+TIDELINE_SEARCH_BM25_B = env_float("TIDELINE_SEARCH_BM25_B", 0.5, minimum=0.0, maximum=1.0)
+# Share of the final score given to (min-max normalised) cosine similarity; the rest is BM25.
+TIDELINE_SEARCH_SEMANTIC_WEIGHT = env_float(
+    "TIDELINE_SEARCH_SEMANTIC_WEIGHT", 0.35, minimum=0.0, maximum=1.0
+)
+# Pure-similarity hits (no keyword match) need at least this cosine to be returned.
+TIDELINE_SEARCH_SEMANTIC_FLOOR = env_float(
+    "TIDELINE_SEARCH_SEMANTIC_FLOOR", 0.25, minimum=-1.0, maximum=1.0
+)
+TIDELINE_SEARCH_TURN_SEMANTIC_FLOOR = env_float(
+    "TIDELINE_SEARCH_TURN_SEMANTIC_FLOOR", 0.0, minimum=-1.0, maximum=1.0
+)
+# Added when a literal part of the query (identifier, quoted phrase, CJK run) occurs verbatim.
+TIDELINE_SEARCH_KEYWORD_BOOST = env_float(
+    "TIDELINE_SEARCH_KEYWORD_BOOST", 0.3, minimum=0.0, maximum=2.0
+)
+# Lifecycle priors for memories: weight (0–1), pinned, recency (30-day half-life).
+TIDELINE_SEARCH_PRIOR_WEIGHT = env_float("TIDELINE_SEARCH_PRIOR_WEIGHT", 0.05, minimum=0.0)
+TIDELINE_SEARCH_PRIOR_PINNED = env_float("TIDELINE_SEARCH_PRIOR_PINNED", 0.05, minimum=0.0)
+TIDELINE_SEARCH_PRIOR_RECENCY = env_float("TIDELINE_SEARCH_PRIOR_RECENCY", 0.03, minimum=0.0)
+# A turn is searched as a small window of conversation: its neighbours (this many turns either
+# side, same session) count at NEIGHBOUR_WEIGHT per term, the month and year it happened at
+# DATE_WEIGHT; its vector embeds the turn with EMBED_WINDOW turns either side.
+TIDELINE_SEARCH_TURN_NEIGHBOURS = env_int(
+    "TIDELINE_SEARCH_TURN_NEIGHBOURS", 2, minimum=0, maximum=10
+)
+TIDELINE_SEARCH_NEIGHBOUR_WEIGHT = env_float(
+    "TIDELINE_SEARCH_NEIGHBOUR_WEIGHT", 0.5, minimum=0.0, maximum=1.0
+)
+TIDELINE_SEARCH_DATE_WEIGHT = env_float("TIDELINE_SEARCH_DATE_WEIGHT", 1.0, minimum=0.0)
+TIDELINE_SEARCH_TURN_EMBED_WINDOW = env_int(
+    "TIDELINE_SEARCH_TURN_EMBED_WINDOW", 1, minimum=0, maximum=5
+)
 TIDELINE_LLM_CONFIG_FILE = env_path("TIDELINE_LLM_CONFIG_FILE", DATA_DIR / "llm.json")
 TIDELINE_LLM_TIMEOUT = env_float("TIDELINE_LLM_TIMEOUT", 60.0, minimum=0.1)
 
