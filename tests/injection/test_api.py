@@ -1,0 +1,305 @@
+import json
+
+import pytest
+from django.test import Client
+
+from injection.services.access import apikey_create
+from memory.models import ContextTurn, Memory, MemoryStatus, Session
+from memory.services.embedding import memories_embed
+from memory.services.facts import FactInput, fact_write
+from tests.injection.conftest import narrative_seed, weights_set
+
+pytestmark = pytest.mark.django_db
+
+ROUTES = [
+    ("post", "/api/v1/session/start"),
+    ("post", "/api/v1/turn"),
+    ("post", "/api/v1/turns"),
+    ("post", "/api/v1/facts"),
+    ("post", "/api/v1/narratives"),
+    ("get", "/api/v1/memories"),
+    ("get", "/api/v1/memories/1"),
+    ("patch", "/api/v1/memories/1"),
+    ("delete", "/api/v1/memories/1"),
+    ("get", "/api/v1/self-concept"),
+    ("post", "/api/v1/self-concept"),
+    ("get", "/api/v1/threads"),
+    ("post", "/api/v1/threads"),
+    ("patch", "/api/v1/threads/1"),
+    ("get", "/api/v1/snapshots"),
+    ("post", "/api/v1/snapshots"),
+    ("get", "/api/v1/search?q=x"),
+    ("get", "/api/v1/stats"),
+    ("get", "/api/v1/attention"),
+]
+
+
+def _post(api, path, body):
+    return api.post(path, data=json.dumps(body), content_type="application/json")
+
+
+@pytest.mark.parametrize("method,path", ROUTES)
+@pytest.mark.parametrize("header", [None, "Bearer tl_deadbeef_not-a-key", "Basic abc"])
+def test_it_refuses_every_route_without_a_valid_key(db, method, path, header):
+    client = Client(HTTP_AUTHORIZATION=header) if header else Client()
+
+    if method == "get":
+        response = client.get(path)
+    else:
+        response = getattr(client, method)(path, data="{}", content_type="application/json")
+
+    assert response.status_code == 401
+    assert "detail" in response.json()
+
+
+def test_it_lists_every_route_in_the_openapi_schema(api):
+    schema = api.get("/api/openapi.json").json()
+    documented = {
+        (method, path) for path, operations in schema["paths"].items() for method in operations
+    }
+    for method, path in ROUTES:
+        template = path.split("?")[0].replace("/1", "/{memory_id}", 1)
+        template = template.replace("/threads/1", "/threads/{thread_id}").replace(
+            "threads/{memory_id}", "threads/{thread_id}"
+        )
+        assert (method, template) in documented
+    assert api.get("/api/docs").status_code == 200
+
+
+def test_it_starts_a_session_with_the_block(api, project, project_dir):
+    weights_set({narrative_seed(project, "moved the index to trigram"): 0.9})
+
+    response = _post(api, "/api/v1/session/start", {"session_id": "s1", "cwd": str(project_dir)})
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["session"]["scope_id"] == project.pk
+    assert "moved the index to trigram" in body["block"]
+    assert body["sections"]["t2"][0]["text"] == "moved the index to trigram"
+    assert body["tokens"] <= body["budget"]
+
+
+def test_it_refuses_another_projects_scope(api, other_project, other_dir):
+    foreign = narrative_seed(other_project, "billing plan")
+
+    by_cwd = _post(api, "/api/v1/session/start", {"session_id": "s2", "cwd": str(other_dir)})
+    by_id = api.get(f"/api/v1/memories?scope_id={other_project.pk}")
+    by_memory = api.get(f"/api/v1/memories/{foreign.pk}")
+    expire = api.delete(f"/api/v1/memories/{foreign.pk}")
+    write = _post(
+        api,
+        "/api/v1/facts",
+        {
+            "scope_id": other_project.pk,
+            "profile_name": "u",
+            "kind": "fact",
+            "predicate": "plan",
+            "value": "x",
+        },
+    )
+
+    assert by_cwd.status_code == 403
+    assert by_id.status_code == 403
+    assert by_memory.status_code == 404
+    assert expire.status_code == 404
+    assert write.status_code == 403
+    assert Memory.objects.get(pk=foreign.pk).status == MemoryStatus.ACTIVE
+    assert not Session.objects.filter(external_id="s2").exists()
+
+
+def test_it_searches_only_what_the_key_holds(api, project, other_project):
+    mine = narrative_seed(project, "the archive uses zstd compression")
+    theirs = narrative_seed(other_project, "the billing uses zstd compression too")
+    memories_embed(memory_ids=[mine.pk, theirs.pk])
+
+    hits = api.get("/api/v1/search?q=zstd compression").json()
+
+    assert [hit["memory"]["scope_id"] for hit in hits] == [project.pk]
+    assert hits[0]["why"]
+
+
+def test_it_gives_a_subagent_session_no_injection_and_does_not_capture_it(
+    api, project, project_dir
+):
+    weights_set({narrative_seed(project, "heavy memory"): 0.9})
+    child = {
+        "session_id": "child",
+        "cwd": str(project_dir),
+        "origin": "subagent",
+        "delegation_depth": 1,
+    }
+
+    start = _post(api, "/api/v1/session/start", child).json()
+    turn = _post(api, "/api/v1/turn", {**child, "content": "heavy memory please"}).json()
+
+    assert start["block"] == "" and turn["block"] == ""
+    assert start["session"]["subagent"] is True
+    assert turn["recorded"] is False
+    assert not ContextTurn.objects.filter(session__external_id="child").exists()
+
+
+def test_it_records_the_turn_and_returns_the_per_turn_block(api, project, project_dir):
+    narrative_seed(project, "边界检查放在解析器里")
+
+    response = _post(
+        api,
+        "/api/v1/turn",
+        {
+            "session_id": "s3",
+            "cwd": str(project_dir),
+            "content": "边界怎么处理比较好",
+            "turn_id": "u1",
+        },
+    )
+
+    body = response.json()
+    assert response.status_code == 200, body
+    assert body["recorded"] is True
+    assert "边界检查放在解析器里" in body["block"]
+    assert ContextTurn.objects.filter(session__external_id="s3", role="user").count() == 1
+
+
+def test_it_syncs_turns_idempotently(api, project_dir):
+    payload = {
+        "session_id": "s4",
+        "cwd": str(project_dir),
+        "turns": [
+            {"role": "user", "content": "hello", "turn_id": "a"},
+            {"role": "assistant", "content": "hi there", "turn_id": "b"},
+        ],
+    }
+
+    first = _post(api, "/api/v1/turns", payload).json()
+    second = _post(api, "/api/v1/turns", payload).json()
+
+    assert (first["recorded"], first["skipped"]) == (2, 0)
+    assert (second["recorded"], second["skipped"]) == (0, 2)
+    assert ContextTurn.objects.filter(session__external_id="s4").count() == 2
+
+
+def test_it_updates_by_supersede_and_deletes_by_expiry(api, project):
+    created = _post(
+        api,
+        "/api/v1/facts",
+        {
+            "scope_id": project.pk,
+            "profile_name": "user",
+            "kind": "preference",
+            "predicate": "editor",
+            "value": "vim",
+        },
+    ).json()
+
+    updated = api.patch(
+        f"/api/v1/memories/{created['id']}",
+        data=json.dumps({"changes": {"value": "neovim"}}),
+        content_type="application/json",
+    ).json()
+    deleted = api.delete(f"/api/v1/memories/{updated['id']}?reason=wrong")
+
+    assert updated["value"] == "neovim" and updated["supersedes"] == created["id"]
+    assert Memory.objects.get(pk=created["id"]).status == MemoryStatus.SUPERSEDED
+    assert deleted.json()["status"] == MemoryStatus.EXPIRED
+    assert Memory.objects.filter(pk=updated["id"]).exists()
+
+
+def test_it_edits_a_narrative_into_a_successor(api, project):
+    narrative = narrative_seed(project, "first wording", tags=["x"])
+
+    response = api.patch(
+        f"/api/v1/memories/{narrative.pk}",
+        data=json.dumps({"changes": {"gesture": "second wording"}}),
+        content_type="application/json",
+    )
+
+    body = response.json()
+    assert body["gesture"] == "second wording" and body["supersedes"] == narrative.pk
+    old = Memory.objects.get(pk=narrative.pk)
+    assert (old.status, old.superseded_by_id) == (MemoryStatus.SUPERSEDED, body["id"])
+
+
+def test_it_writes_and_reads_threads_snapshots_and_self_concept(api, project):
+    thread = _post(api, "/api/v1/threads", {"scope_id": project.pk, "content": "why decay?"}).json()
+    _post(api, "/api/v1/snapshots", {"scope_id": project.pk, "content": "half done"})
+    _post(api, "/api/v1/self-concept", {"field": "terrain", "content": "I work in small steps"})
+
+    closed = api.patch(
+        f"/api/v1/threads/{thread['id']}",
+        data=json.dumps({"status": "explored"}),
+        content_type="application/json",
+    ).json()
+
+    assert closed["status"] == "explored"
+    assert api.get(f"/api/v1/snapshots?scope_id={project.pk}").json()[0]["content"] == "half done"
+    assert api.get("/api/v1/self-concept").json()["terrain"]["content"] == "I work in small steps"
+    assert api.get(f"/api/v1/threads?scope_id={project.pk}").json() == []
+
+
+def test_it_reports_stats_and_attention(api, project):
+    fact_write(
+        data=FactInput(
+            scope_id=project.pk, profile_name="u", kind="fact", predicate="os", value="debian"
+        )
+    )
+
+    stats = api.get("/api/v1/stats").json()
+    attention = api.get("/api/v1/attention?days=7").json()
+
+    assert stats["memories"]["fact"]["active"] == 1
+    assert len(attention["days"]) == 7
+
+
+def test_it_refuses_a_key_without_global_the_self_concept(project):
+    _, raw = apikey_create(name="narrow", scope_ids=[project.pk], include_global=False)
+
+    response = Client(HTTP_AUTHORIZATION=f"Bearer {raw}").get("/api/v1/self-concept")
+
+    assert response.status_code == 403
+
+
+def test_it_refuses_writes_with_a_read_only_key(project):
+    _, raw = apikey_create(name="reader", scope_ids=[project.pk], can_write=False)
+
+    response = _post(
+        Client(HTTP_AUTHORIZATION=f"Bearer {raw}"),
+        "/api/v1/snapshots",
+        {"scope_id": project.pk, "content": "nope"},
+    )
+
+    assert response.status_code == 403
+
+
+def test_it_answers_malformed_json_with_a_4xx_message(api):
+    response = api.post("/api/v1/session/start", data="{not json", content_type="application/json")
+
+    assert 400 <= response.status_code < 500
+    assert response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"session_id": ""},
+        {"session_id": "x", "delegation_depth": -1},
+        {"session_id": "x", "origin": "robot"},
+    ],
+)
+def test_it_rejects_invalid_fields(api, body):
+    response = _post(api, "/api/v1/session/start", body)
+
+    assert response.status_code == 422
+    assert response.json()["detail"]
+
+
+def test_it_refuses_oversized_bodies(api, settings):
+    settings.TIDELINE_API_MAX_BODY_BYTES = 2048
+
+    response = _post(
+        api,
+        "/api/v1/turns",
+        {"session_id": "big", "turns": [{"role": "user", "content": "x" * 5000}]},
+    )
+
+    assert response.status_code == 413
+    assert not Session.objects.filter(external_id="big").exists()
