@@ -78,6 +78,25 @@ def env_list(name: str, default: Sequence[str]) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def env_thresholds(name: str, default: dict[str, float]) -> dict[str, float]:
+    """Parse `name=0.93,other=0.9` into {"name": 0.93, "other": 0.9}, each value in [0, 1]."""
+    value = _raw(name)
+    if value is None or value == "":
+        return dict(default)
+    thresholds = {}
+    for item in value.split(","):
+        key, sep, number = item.partition("=")
+        try:
+            threshold = float(number)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not name=number") from exc
+        if not sep or not key.strip():
+            raise ImproperlyConfigured(f"{name}: {item!r} is not name=number")
+        _check_range(name, threshold, 0.0, 1.0)
+        thresholds[key.strip()] = threshold
+    return thresholds
+
+
 def env_path(name: str, default: Path) -> Path:
     value = _raw(name)
     return (Path(value).expanduser() if value else default).resolve()

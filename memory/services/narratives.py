@@ -3,20 +3,36 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import models, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from memory.models import (
     Actor,
     AuditAction,
+    ExpiredBy,
     MemoryStatus,
+    MemoryType,
     Narrative,
     NarrativeLayer,
     NarrativeTag,
+    Scope,
 )
 from memory.services.audit import audit_record
+from memory.services.consolidation import (
+    Decision,
+    Embedded,
+    Match,
+    candidate_embed,
+    confidence_combine,
+    depends_on_validate,
+    is_candidate,
+    near_duplicate_find,
+    statuses,
+)
 from memory.services.embedding import embedding_schedule
 from memory.services.errors import InvalidInput
 from memory.services.evidence import evidence_link, evidence_validate
+from memory.services.gate import GateVerdict, gate_check
 from memory.services.scopes import scope_validate
 from memory.services.weights import (
     NO_TAGS_RECURRENCE,
@@ -53,6 +69,8 @@ class NarrativeInput:
     pinned: bool = False
     secret: bool = False
     source_turn_ids: list[int] = field(default_factory=list)
+    # An edit: the new row replaces this active narrative (never merged into it).
+    supersedes_id: int | None = None
 
 
 def _check_dimension(name: str, value: int | None) -> None:
@@ -161,71 +179,236 @@ def narratives_normalise_inflation() -> dict[int, float]:
     return changed
 
 
-def narrative_write(
-    *, data: NarrativeInput, actor: str = Actor.AGENT, reason: str = "", request_id: str = ""
-) -> Narrative:
-    """Store one narrative: computed recurrence (siblings re-banded), the weight formula,
-    anti-inflation, evidence links and one audit row, all in one transaction. The embedding is
-    computed after commit."""
-    narrative_validate(data)
-    scope_validate(scope_id=data.scope_id)
-    evidence_validate(turn_ids=data.source_turn_ids, scope_id=data.scope_id)
-    tags = list(dict.fromkeys(tag.strip() for tag in data.tags))
-    status = (
-        MemoryStatus.CANDIDATE
-        if data.confidence < settings.TIDELINE_CANDIDATE_CONFIDENCE
-        else MemoryStatus.ACTIVE
+@dataclass(frozen=True)
+class PreparedNarrative:
+    """A narrative checked, judged and embedded outside any transaction, ready for
+    narrative_commit."""
+
+    data: NarrativeInput
+    scope: Scope
+    tags: list[str]
+    depends_on: list[str]
+    verdict: GateVerdict
+    embedded: Embedded | None
+
+
+def _draft(data: NarrativeInput, *, tags: list[str]) -> Narrative:
+    return Narrative(
+        scope_id=data.scope_id,
+        confidence=data.confidence,
+        importance=data.importance or 3,
+        gesture=data.gesture.strip(),
+        context=data.context,
+        moment=data.moment,
+        cognition_direction=data.cognition_direction,
+        emotional=data.emotional or 3,
+        unresolved=data.unresolved or 3,
+        layer=data.layer,
+        ntype=data.ntype,
+        tags=tags,
+        entities_role=data.entities_role,
+        related_entities=data.related_entities,
+        valence=data.valence,
+        emotion_intensity=data.emotion_intensity,
+        summary=(data.summary or data.gesture).strip()[:500],
+        depends_on=data.depends_on,
+        expires_at=data.expires_at,
+        valid_from=data.valid_from or timezone.now(),
+        pinned=data.pinned,
+        secret=data.secret,
     )
-    with transaction.atomic():
-        narrative = Narrative(
-            scope_id=data.scope_id,
-            status=status,
-            confidence=data.confidence,
-            importance=data.importance or 3,
-            gesture=data.gesture.strip(),
-            context=data.context,
-            moment=data.moment,
-            cognition_direction=data.cognition_direction,
-            emotional=data.emotional or 3,
-            unresolved=data.unresolved or 3,
-            layer=data.layer,
-            ntype=data.ntype,
-            tags=tags,
-            entities_role=data.entities_role,
-            related_entities=data.related_entities,
-            valence=data.valence,
-            emotion_intensity=data.emotion_intensity,
-            summary=(data.summary or data.gesture).strip()[:500],
-            depends_on=data.depends_on,
-            expires_at=data.expires_at,
-            valid_from=data.valid_from or timezone.now(),
-            pinned=data.pinned,
-            secret=data.secret,
+
+
+def narrative_prepare(*, data: NarrativeInput, use_llm: bool | None = None) -> PreparedNarrative:
+    """Validate (bad input raises InvalidInput, nothing written), run the write gate on the
+    gesture, and embed the candidate for near-duplicate search. May call the LLM judge and the
+    embedder, so never call it inside a transaction."""
+    narrative_validate(data)
+    scope = scope_validate(scope_id=data.scope_id)
+    evidence_validate(turn_ids=data.source_turn_ids, scope_id=data.scope_id)
+    depends_on = depends_on_validate(data.depends_on)
+    if (
+        data.supersedes_id is not None
+        and not Narrative.objects.filter(
+            pk=data.supersedes_id, scope_id=scope.pk, status=MemoryStatus.ACTIVE
+        ).exists()
+    ):
+        raise InvalidInput(
+            f"narrative {data.supersedes_id} is not an active narrative in this scope",
+            field="supersedes_id",
         )
-        narrative.recurrence = _recurrence_for(tags, exclude_id=None)
-        narrative.weight = narrative_reweigh(narrative)
-        narrative.save()
-        NarrativeTag.objects.bulk_create(
-            [NarrativeTag(narrative=narrative, tag=tag) for tag in tags_normalise(tags)]
+    tags = list(dict.fromkeys(tag.strip() for tag in data.tags))
+    if use_llm is None:
+        use_llm = settings.TIDELINE_GATE_USE_LLM
+    verdict = gate_check(text=data.gesture, use_llm=use_llm and not data.secret)
+    embedded = None
+    if verdict.passed:
+        embedded = candidate_embed(text=_draft(data, tags=tags).compose_search_text())
+    return PreparedNarrative(
+        data=data,
+        scope=scope,
+        tags=tags,
+        depends_on=depends_on,
+        verdict=verdict,
+        embedded=embedded,
+    )
+
+
+def _merge(*, match: Match, prepared: PreparedNarrative, actor: str, reason: str, request_id: str):
+    """The stored near-duplicate absorbs the incoming evidence and confidence; the incoming text
+    is kept in the audit row. A candidate whose support crosses the threshold is promoted."""
+    data = prepared.data
+    target = match.memory
+    before = {"status": target.status, "confidence": target.confidence}
+    target.confidence = confidence_combine(target.confidence, data.confidence)
+    target.importance = max(target.importance, data.importance or 3)
+    target.secret = target.secret or data.secret
+    decision = Decision.MERGE
+    if target.status == MemoryStatus.CANDIDATE and not is_candidate(target.confidence):
+        target.status = MemoryStatus.ACTIVE
+        decision = Decision.PROMOTE
+    target.save(update_fields=["confidence", "importance", "secret", "status", "updated_at"])
+    linked = evidence_link(memory=target, turn_ids=data.source_turn_ids)
+    audit_record(
+        actor=actor,
+        action=AuditAction(decision.value),
+        target=target,
+        reason=reason
+        or (
+            f"near-duplicate ({match.how}, similarity {match.similarity:.3f}) of #{target.pk}"
+            + (
+                f"; promoted at confidence {target.confidence}"
+                if decision == Decision.PROMOTE
+                else ""
+            )
+        ),
+        before=before,
+        after={
+            "status": target.status,
+            "confidence": target.confidence,
+            "statuses": statuses(target),
+            "similarity": round(match.similarity, 6),
+            "how": match.how,
+            "incoming": {
+                "gesture": data.gesture,
+                "context": data.context,
+                "moment": data.moment,
+                "confidence": data.confidence,
+            },
+            "source_turn_ids": linked,
+        },
+        request_id=request_id,
+    )
+    if decision == Decision.PROMOTE:
+        embedding_schedule(memory_ids=[target.pk])
+    return target
+
+
+def narrative_commit(
+    *,
+    prepared: PreparedNarrative,
+    actor: str = Actor.AGENT,
+    reason: str = "",
+    request_id: str = "",
+) -> Narrative:
+    """Run the consolidation state machine for one prepared narrative: reject (stored with its
+    reason), merge / promote into a near-duplicate, or insert with computed recurrence (siblings
+    re-banded), the weight formula, anti-inflation, evidence links and one audit row. The caller
+    holds the transaction (narrative_write, or inbox_flush around a whole item)."""
+    data, tags = prepared.data, prepared.tags
+    if prepared.verdict.passed:
+        exclude = Q(pk=data.supersedes_id) if data.supersedes_id is not None else None
+        match = near_duplicate_find(
+            memory_type=MemoryType.NARRATIVE,
+            scope_id=prepared.scope.pk,
+            text=prepared.embedded.text if prepared.embedded else data.gesture,
+            embedded=prepared.embedded,
+            extra=~exclude if exclude is not None else None,
         )
-        rebanded = _reband_siblings(narrative)
-        normalised = narratives_normalise_inflation()
-        evidence_link(memory=narrative, turn_ids=data.source_turn_ids)
-        narrative.refresh_from_db(fields=["weight"])
+        if match is not None:
+            return _merge(
+                match=match, prepared=prepared, actor=actor, reason=reason, request_id=request_id
+            )
+    narrative = _draft(data, tags=tags)
+    narrative.depends_on = prepared.depends_on
+    if not prepared.verdict.passed:
+        narrative.status = MemoryStatus.REJECTED
+    elif is_candidate(data.confidence):
+        narrative.status = MemoryStatus.CANDIDATE
+    else:
+        narrative.status = MemoryStatus.ACTIVE
+    live = narrative.status != MemoryStatus.REJECTED
+    narrative.recurrence = _recurrence_for(tags, exclude_id=None) if live else NO_TAGS_RECURRENCE
+    narrative.weight = narrative_reweigh(narrative)
+    old = None
+    if data.supersedes_id is not None and live:
+        old = Narrative.objects.get(pk=data.supersedes_id)
+        narrative.supersedes = old
+    narrative.save()
+    NarrativeTag.objects.bulk_create(
+        [NarrativeTag(narrative=narrative, tag=tag) for tag in tags_normalise(tags)]
+    )
+    linked = evidence_link(memory=narrative, turn_ids=data.source_turn_ids)
+    if not live:
+        # Kept, never silently dropped: the owner can read why and restore it.
         audit_record(
-            actor=actor,
-            action=AuditAction.INSERT,
+            actor=prepared.verdict.judge,
+            action=AuditAction.REJECT,
             target=narrative,
-            reason=reason or "narrative written",
+            reason=prepared.verdict.message,
             after={
                 "status": narrative.status,
-                "weight": narrative.weight,
-                "recurrence": narrative.recurrence,
-                "rebanded": rebanded,
-                "normalised": normalised,
-                "source_turn_ids": data.source_turn_ids,
+                "statuses": statuses(narrative),
+                "gate": prepared.verdict.reason,
+                "requested_by": actor,
+                "note": reason,
+                "source_turn_ids": linked,
             },
             request_id=request_id,
         )
-        embedding_schedule(memory_ids=[narrative.pk])
+        return narrative
+    touched = [narrative]
+    if old is not None:
+        old.status = MemoryStatus.SUPERSEDED
+        old.expired_by = ExpiredBy.SUPERSEDED
+        old.valid_to = narrative.valid_from
+        old.superseded_by = narrative
+        old.save(update_fields=["status", "expired_by", "valid_to", "superseded_by", "updated_at"])
+        touched.append(old)
+    rebanded = _reband_siblings(narrative)
+    normalised = narratives_normalise_inflation()
+    narrative.refresh_from_db(fields=["weight"])
+    audit_record(
+        actor=actor,
+        action=AuditAction.INVALIDATE if old is not None else AuditAction.INSERT,
+        target=narrative,
+        reason=reason
+        or (f"edit of narrative #{old.pk}" if old is not None else "narrative written")
+        + ("" if narrative.status == MemoryStatus.ACTIVE else " (candidate: low confidence)"),
+        after={
+            "status": narrative.status,
+            "statuses": statuses(*touched),
+            "supersedes": old.pk if old is not None else None,
+            "weight": narrative.weight,
+            "recurrence": narrative.recurrence,
+            "rebanded": rebanded,
+            "normalised": normalised,
+            "source_turn_ids": data.source_turn_ids,
+        },
+        request_id=request_id,
+    )
+    embedding_schedule(memory_ids=[narrative.pk])
     return narrative
+
+
+def narrative_write(
+    *, data: NarrativeInput, actor: str = Actor.AGENT, reason: str = "", request_id: str = ""
+) -> Narrative:
+    """Store one narrative through the write gate and the consolidation state machine (see
+    narrative_commit). Gate and embedding run before the transaction opens; everything that
+    writes runs inside one."""
+    prepared = narrative_prepare(data=data)
+    with transaction.atomic():
+        return narrative_commit(
+            prepared=prepared, actor=actor, reason=reason, request_id=request_id
+        )

@@ -1,4 +1,9 @@
-from pathlib import PurePath
+import os
+import re
+from pathlib import Path, PurePath
+from urllib.parse import urlsplit
+
+from django.conf import settings
 
 from memory.models import Scope, ScopeKind
 from memory.models.scopes import SCOPE_KIND_LABELS
@@ -72,3 +77,195 @@ def scope_visible_ids(*, scope: Scope | None) -> list[int]:
         visible.append(scope.workspace_id)
     visible.append(global_id)
     return visible
+
+
+# --- Resolving a caller's scope from where it runs (seed 003: global / workspace / project) ------
+
+_SCP_REMOTE = re.compile(r"^(?:[\w.+-]+@)?(?P<host>[\w.-]+):(?P<path>(?!//)[^\\]+)$")
+_REMOTE_SECTION = re.compile(r'^\[\s*remote\s+"(?P<name>[^"]+)"\s*\]$')
+_MAX_PARENTS = 64
+
+
+def git_remote_normalise(url: str) -> str | None:
+    """One spelling per repository: `git@github.com:Owner/Repo.git`, `https://u:tok@github.com/
+    owner/repo/` and `ssh://git@github.com:22/owner/repo.git` all become `github.com/owner/repo`.
+    Credentials never survive into the key. Returns None for anything that is not a remote URL."""
+    url = (url or "").strip()
+    if not url or any(ch.isspace() or ord(ch) < 32 for ch in url):
+        return None
+    if "://" in url:
+        try:
+            parts = urlsplit(url)
+            host = parts.hostname
+        except ValueError:
+            return None
+        if parts.scheme == "file":
+            return _path_key(parts.path)
+        if not host or parts.scheme not in {"http", "https", "ssh", "git", "git+ssh", "ssh+git"}:
+            return None
+        path = parts.path
+    elif (match := _SCP_REMOTE.match(url)) and "/" not in match["host"]:
+        host, path = match["host"], match["path"]
+    elif url.startswith("/"):
+        return _path_key(url)
+    else:
+        return None
+    path = path.strip("/")
+    if path.endswith(".git"):
+        path = path[: -len(".git")]
+    path = path.strip("/")
+    if not path or ".." in path.split("/"):
+        return None
+    return f"{host.lower()}/{path.lower()}"
+
+
+def _path_key(path: str) -> str | None:
+    if not path or "\x00" in path or not os.path.isabs(path):
+        return None
+    return os.path.normpath(os.path.realpath(path))
+
+
+def _git_dir_of(root: Path) -> Path | None:
+    """The git directory of a work tree root: `.git/`, or the dir a `.git` file points at
+    (worktrees and submodules), following `commondir` to the shared config."""
+    dot_git = root / ".git"
+    if dot_git.is_dir():
+        return dot_git
+    if not dot_git.is_file():
+        return None
+    try:
+        first = dot_git.read_text(errors="replace").splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    if not first.startswith("gitdir:"):
+        return None
+    git_dir = Path(first[len("gitdir:") :].strip())
+    git_dir = git_dir if git_dir.is_absolute() else root / git_dir
+    common = git_dir / "commondir"
+    if common.is_file():
+        try:
+            shared = Path(common.read_text().strip())
+        except OSError:
+            return git_dir
+        git_dir = shared if shared.is_absolute() else git_dir / shared
+    return git_dir
+
+
+def git_remote_read(git_dir: Path) -> str | None:
+    """The `origin` remote URL from a git config (or the first remote if there is no origin),
+    read as text: no git binary, no subprocess."""
+    try:
+        lines = (git_dir / "config").read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    remotes: dict[str, str] = {}
+    section = None
+    for raw in lines:
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("["):
+            match = _REMOTE_SECTION.match(line)
+            section = match["name"] if match else None
+            continue
+        key, sep, value = line.partition("=")
+        if section and sep and key.strip().lower() == "url":
+            remotes.setdefault(section, value.strip().strip('"'))
+    if not remotes:
+        return None
+    return remotes.get("origin") or next(iter(remotes.values()))
+
+
+def _repository_root(start: Path) -> Path | None:
+    current = start
+    for _ in range(_MAX_PARENTS):
+        if (current / ".git").exists():
+            return current
+        if current.parent == current:
+            return None
+        current = current.parent
+    return None
+
+
+def scope_workspace(*, create: bool = True) -> Scope | None:
+    """This machine's workspace scope (settings.TIDELINE_WORKSPACE)."""
+    key = settings.TIDELINE_WORKSPACE
+    if create:
+        return scope_ensure(kind=ScopeKind.WORKSPACE, key=key)
+    return Scope.objects.filter(kind=ScopeKind.WORKSPACE, key=key).first()
+
+
+def _project(key: str, *, create: bool) -> Scope | None:
+    if create:
+        return scope_ensure(kind=ScopeKind.PROJECT, key=key, workspace=scope_workspace())
+    return Scope.objects.filter(kind=ScopeKind.PROJECT, key=key).first()
+
+
+def _registered_project_for(path: str) -> Scope | None:
+    """A project registered by its path (no git) that contains `path`; the deepest wins."""
+    best = None
+    for scope in Scope.objects.filter(kind=ScopeKind.PROJECT, key__startswith="/"):
+        root = scope.key.rstrip("/") or "/"
+        if (path == root or path.startswith(root + "/")) and (
+            best is None or len(root) > len(best.key)
+        ):
+            best = scope
+    return best
+
+
+def _explicit(explicit: "str | int | Scope", *, create: bool) -> Scope | None:
+    if isinstance(explicit, Scope):
+        return Scope.objects.filter(pk=explicit.pk).first()
+    if isinstance(explicit, int) and not isinstance(explicit, bool):
+        return Scope.objects.filter(pk=explicit).first()
+    if not isinstance(explicit, str):
+        return None
+    text = explicit.strip()
+    if text.isdigit():
+        return Scope.objects.filter(pk=int(text)).first()
+    if text == ScopeKind.GLOBAL:
+        return scope_global()
+    if text == ScopeKind.WORKSPACE:
+        return scope_workspace(create=create)
+    kind, sep, rest = text.partition(":")
+    if sep and kind == ScopeKind.PROJECT:
+        key = git_remote_normalise(rest) or _path_key(rest.strip())
+        return _project(key, create=create) if key else None
+    if sep and kind == ScopeKind.WORKSPACE and rest.strip():
+        if create:
+            return scope_ensure(kind=ScopeKind.WORKSPACE, key=rest.strip())
+        return Scope.objects.filter(kind=ScopeKind.WORKSPACE, key=rest.strip()).first()
+    return Scope.objects.filter(label=text).exclude(kind=ScopeKind.GLOBAL).first()
+
+
+def scope_resolve(
+    *,
+    cwd: str | None = None,
+    git_remote: str | None = None,
+    explicit: "str | int | Scope | None" = None,
+    create: bool = True,
+) -> Scope:
+    """The scope a caller works in, fail-closed: anything unknown or malformed is global.
+
+    `explicit` wins ("global", "workspace", "project:<remote or path>", a scope id or label), then
+    `git_remote`, then `cwd`: the repository around cwd (its origin remote, else its root path), or
+    a project registered by path that contains cwd. A directory outside every project is global.
+    Read paths pass `create=False` so that asking never creates a scope.
+    """
+    if explicit is not None and explicit != "":
+        return _explicit(explicit, create=create) or scope_global()
+    if git_remote:
+        key = git_remote_normalise(git_remote)
+        return (_project(key, create=create) if key else None) or scope_global()
+    if not cwd or not isinstance(cwd, str):
+        return scope_global()
+    path = _path_key(cwd)
+    if path is None or not os.path.isdir(path):
+        return scope_global()
+    root = _repository_root(Path(path))
+    if root is not None:
+        git_dir = _git_dir_of(root)
+        remote = git_remote_read(git_dir) if git_dir else None
+        key = (git_remote_normalise(remote) if remote else None) or _path_key(str(root))
+        return (_project(key, create=create) if key else None) or scope_global()
+    return _registered_project_for(path) or scope_global()

@@ -1,0 +1,226 @@
+"""The consolidation state machine every candidate memory goes through (seed 003, DESIGN §3.3).
+
+    insert      nothing like it is stored yet
+    merge       a near-duplicate is live (identical normalised text, or embedding cosine at or
+                above the embedding model's threshold): the stored row absorbs the incoming
+                evidence and confidence; the incoming text is kept in the audit row
+    promote     a merge (or a stronger write) lifts a candidate's confidence over the threshold
+    invalidate  a fact's stable key (scope + profile + predicate) gets a new value: the old row is
+                superseded with valid_to, the new one is active
+    skip        exactly this is already current
+    reject      the write gate said no: the candidate is stored as `rejected` with its reason
+    expire      lifecycle maintenance (TTL, decay, depends_on gone) — see maintenance.py
+
+Pinned memories are never merged into. Texts whose numbers or negation differ are never merged,
+however close their vectors are: "port 8000" is not "port 8001", "likes X" is not "does not like X".
+Confidence below settings.TIDELINE_CANDIDATE_CONFIDENCE waits in the candidate pool; evidence
+combines as independent support (1 − (1−a)(1−b)), so a repeated weak observation is promoted.
+"""
+
+import logging
+import re
+import unicodedata
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+
+import numpy as np
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from memory.models import Memory, MemoryStatus
+from memory.services.embedding import embedder_get, vector_from_bytes
+from memory.services.errors import InvalidInput
+
+logger = logging.getLogger("tideline.consolidation")
+
+LIVE_STATUSES = (MemoryStatus.ACTIVE, MemoryStatus.CANDIDATE)
+
+
+class Decision(StrEnum):
+    INSERT = "insert"
+    MERGE = "merge"
+    PROMOTE = "promote"
+    INVALIDATE = "invalidate"
+    SKIP = "skip"
+    REJECT = "reject"
+    EXPIRE = "expire"
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """A candidate's vector, computed before the write transaction opens."""
+
+    vector: np.ndarray | None
+    model_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Match:
+    memory: Memory
+    similarity: float
+    how: str  # "identical-text" or "embedding"
+
+
+def text_normalise(text: str) -> str:
+    """Case, width, whitespace and punctuation do not make two memories different."""
+    text = unicodedata.normalize("NFKC", text or "").casefold()
+    return "".join(ch for ch in text if ch.isalnum())
+
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_NEGATION = re.compile(
+    r"不|没|沒|別|别|無|无|非|未|ない|ません|ず\b|\bno\b|\bnot\b|\bnever\b|n't\b|\bnunca\b|\bjamás\b",
+    re.IGNORECASE,
+)
+
+
+def _numbers(text: str) -> list[str]:
+    return sorted(_NUMBER.findall(unicodedata.normalize("NFKC", text or "")))
+
+
+def _negated(text: str) -> bool:
+    return bool(_NEGATION.search(unicodedata.normalize("NFKC", text or "")))
+
+
+def texts_compatible(a: str, b: str) -> bool:
+    return _numbers(a) == _numbers(b) and _negated(a) == _negated(b)
+
+
+def merge_threshold(model_id: str) -> float:
+    return settings.TIDELINE_MERGE_THRESHOLDS.get(
+        model_id, settings.TIDELINE_MERGE_THRESHOLD_DEFAULT
+    )
+
+
+def confidence_combine(stored: float, incoming: float) -> float:
+    """Two independent pieces of support: 1 − (1−a)(1−b), rounded for stable audit rows."""
+    return round(1.0 - (1.0 - stored) * (1.0 - incoming), 6)
+
+
+def statuses(*memories: Memory) -> dict[str, str]:
+    """The status of every memory a decision touched, so replaying the audit log reproduces them."""
+    return {str(memory.pk): memory.status for memory in memories}
+
+
+def is_candidate(confidence: float) -> bool:
+    return confidence < settings.TIDELINE_CANDIDATE_CONFIDENCE
+
+
+def candidate_embed(*, text: str) -> Embedded:
+    """Embed a candidate for near-duplicate search. Never inside a transaction. An embedder that
+    is off or failing leaves only identical-text merging; the write itself goes on."""
+    embedder = embedder_get()
+    if embedder is None:
+        return Embedded(vector=None, model_id="", text=text)
+    try:
+        vector = np.asarray(embedder.embed([text]), dtype=np.float32).reshape(-1)
+    except Exception:
+        logger.exception("embedding a candidate for near-duplicate search failed")
+        return Embedded(vector=None, model_id=embedder.model_id, text=text)
+    return Embedded(vector=vector, model_id=embedder.model_id, text=text)
+
+
+def near_duplicate_find(
+    *,
+    memory_type: str,
+    scope_id: int,
+    text: str,
+    embedded: Embedded | None,
+    extra: Q | None = None,
+) -> Match | None:
+    """The live, unpinned memory of this type in this scope that the candidate duplicates, if any:
+    identical normalised text first, then the closest vector at or above the model's threshold
+    (among the scope's newest settings.TIDELINE_MERGE_WINDOW live memories)."""
+    rows = Memory.objects.filter(
+        scope_id=scope_id, memory_type=memory_type, status__in=LIVE_STATUSES, pinned=False
+    )
+    if extra is not None:
+        rows = rows.filter(extra)
+    window = list(
+        rows.order_by("-recorded_at", "-pk").values_list(
+            "pk", "search_text", "embedding", "embedding_model"
+        )[: settings.TIDELINE_MERGE_WINDOW]
+    )
+    wanted = text_normalise(text)
+    best: tuple[float, int] | None = None
+    for pk, search_text, blob, model_id in window:
+        if wanted and text_normalise(search_text) == wanted:
+            return Match(
+                memory=Memory.objects.get(pk=pk).child, similarity=1.0, how="identical-text"
+            )
+        if (
+            embedded is None
+            or embedded.vector is None
+            or not blob
+            or model_id != embedded.model_id
+            or not texts_compatible(text, search_text)
+        ):
+            continue
+        vector = vector_from_bytes(bytes(blob))
+        if vector.shape != embedded.vector.shape:
+            continue
+        similarity = float(vector @ embedded.vector)
+        if best is None or similarity > best[0]:
+            best = (similarity, pk)
+    if best is None or embedded is None or best[0] < merge_threshold(embedded.model_id):
+        return None
+    return Match(memory=Memory.objects.get(pk=best[1]).child, similarity=best[0], how="embedding")
+
+
+# --- Dependencies ------------------------------------------------------------------------------
+
+
+def depends_on_validate(depends_on: list) -> list[str]:
+    """`path:/absolute/dir` or `memory:<id>`; anything else is refused before it is stored."""
+    if not isinstance(depends_on, list | tuple):
+        raise InvalidInput("depends_on must be a list", field="depends_on")
+    cleaned = []
+    for item in depends_on:
+        if not isinstance(item, str):
+            raise InvalidInput("depends_on entries must be strings", field="depends_on")
+        kind, sep, rest = item.strip().partition(":")
+        if sep and kind == "path" and Path(rest).is_absolute() and "\x00" not in rest:
+            cleaned.append(f"path:{rest}")
+        elif sep and kind == "memory" and rest.isdigit():
+            cleaned.append(f"memory:{int(rest)}")
+        else:
+            raise InvalidInput(
+                f"depends_on entry {item!r} must be 'path:/absolute/path' or 'memory:<id>'",
+                field="depends_on",
+            )
+    return list(dict.fromkeys(cleaned))
+
+
+# --- Bitemporal reads --------------------------------------------------------------------------
+
+
+def valid_q(*, as_of: datetime | None = None, prefix: str = "") -> Q:
+    """Which rows count as true. Without `as_of`: current only (active, not past valid_to). With
+    `as_of`: what Tideline held valid at that moment — recorded by then, valid_from ≤ as_of <
+    valid_to — whatever it became later (superseded, expired); candidates and rejected rows never
+    count."""
+    now = timezone.now()
+    if as_of is None:
+        return Q(**{f"{prefix}status": MemoryStatus.ACTIVE}) & (
+            Q(**{f"{prefix}valid_to__isnull": True}) | Q(**{f"{prefix}valid_to__gt": now})
+        )
+    return Q(
+        **{
+            f"{prefix}status__in": (
+                MemoryStatus.ACTIVE,
+                MemoryStatus.SUPERSEDED,
+                MemoryStatus.EXPIRED,
+            ),
+            f"{prefix}recorded_at__lte": as_of,
+            f"{prefix}valid_from__lte": as_of,
+        }
+    ) & (Q(**{f"{prefix}valid_to__isnull": True}) | Q(**{f"{prefix}valid_to__gt": as_of}))
+
+
+def memories_as_of(*, scope_ids: list[int], as_of: datetime | None = None):
+    """Memories valid in these scopes now, or at `as_of`."""
+    return Memory.objects.filter(valid_q(as_of=as_of), scope_id__in=list(scope_ids))

@@ -1,0 +1,253 @@
+"""Lifecycle maintenance (DESIGN §6, seed 003): memories that stop being true stop being recalled.
+
+Three rules, checked in this order (the first that applies is the reason):
+
+- **depends_on gone** → `expired`, `expired_by=scope-gone`: a `path:` that no longer exists, or a
+  `memory:<id>` that is no longer live. Cheap (one stat per distinct path), so retrieval runs it
+  for the scopes it is about to read (`dependencies_check`).
+- **TTL** → `expired_by=ttl` once `expires_at` has passed (fact_write sets it: episodes 90 days,
+  a project's facts 180 days; preferences and reflections never).
+- **Activation decay** → `expired_by=decay`: no activation (or, never activated, no write) for
+  7 days at importance 1–2, 14 at 3, 30 at 4–5. Pinned memories, self-concept, never-expiring
+  fact kinds and the user's global profile facts do not decay.
+
+All thresholds are settings. Nothing is deleted; each expiry is one audit row. A dry run computes
+the same plan and writes nothing at all — not even audit rows.
+"""
+
+import os
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from memory.models import (
+    Actor,
+    AuditAction,
+    ExpiredBy,
+    Fact,
+    Memory,
+    MemoryStatus,
+    MemoryType,
+    ScopeKind,
+)
+from memory.services.audit import audit_record
+from memory.services.consolidation import LIVE_STATUSES, statuses
+
+
+@dataclass(frozen=True)
+class PlannedExpiry:
+    memory_id: int
+    memory_type: str
+    scope_label: str
+    summary: str
+    expired_by: str
+    reason: str
+
+    def line(self) -> str:
+        return (
+            f"#{self.memory_id} [{self.scope_label}] {self.summary[:80]} → expired "
+            f"({self.expired_by}): {self.reason}"
+        )
+
+
+@dataclass
+class MaintenanceReport:
+    dry_run: bool
+    planned: list[PlannedExpiry] = field(default_factory=list)
+    expired: int = 0
+    checked: int = 0
+    elapsed_ms: float = 0.0
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for item in self.planned:
+            counts[item.expired_by] = counts.get(item.expired_by, 0) + 1
+        return counts
+
+
+def _live(scope_ids: list[int] | None):
+    rows = Memory.objects.filter(status__in=LIVE_STATUSES)
+    if scope_ids is not None:
+        rows = rows.filter(scope_id__in=list(scope_ids))
+    return rows.select_related("scope")
+
+
+def _planned(memory: Memory, expired_by: str, reason: str) -> PlannedExpiry:
+    return PlannedExpiry(
+        memory_id=memory.pk,
+        memory_type=memory.memory_type,
+        scope_label=memory.scope.label,
+        summary=memory.summary,
+        expired_by=expired_by,
+        reason=reason,
+    )
+
+
+def dependencies_plan(*, scope_ids: list[int] | None = None) -> tuple[list[PlannedExpiry], int]:
+    """Live memories whose depends_on no longer holds. Returns (plan, memories checked)."""
+    rows = list(_live(scope_ids).exclude(depends_on=[]))
+    referenced = {
+        int(item.split(":", 1)[1])
+        for memory in rows
+        for item in memory.depends_on
+        if isinstance(item, str) and item.startswith("memory:") and item[7:].isdigit()
+    }
+    live_refs = set(
+        Memory.objects.filter(pk__in=referenced, status__in=LIVE_STATUSES).values_list(
+            "pk", flat=True
+        )
+    )
+    exists: dict[str, bool] = {}
+    plan = []
+    for memory in rows:
+        for item in memory.depends_on:
+            if not isinstance(item, str):
+                continue
+            kind, _, rest = item.partition(":")
+            if kind == "path":
+                if rest not in exists:
+                    exists[rest] = os.path.exists(rest)
+                if not exists[rest]:
+                    plan.append(_planned(memory, ExpiredBy.SCOPE_GONE, f"{rest} no longer exists"))
+                    break
+            elif kind == "memory" and rest.isdigit() and int(rest) not in live_refs:
+                plan.append(
+                    _planned(memory, ExpiredBy.SCOPE_GONE, f"memory #{rest} it depends on is gone")
+                )
+                break
+    return plan, len(rows)
+
+
+def ttl_plan(*, now: datetime) -> list[PlannedExpiry]:
+    return [
+        _planned(memory, ExpiredBy.TTL, f"TTL ended {memory.expires_at:%Y-%m-%d %H:%M}")
+        for memory in _live(None).filter(expires_at__isnull=False, expires_at__lte=now)
+    ]
+
+
+def decay_days(importance: int) -> int:
+    if importance <= 2:
+        return settings.TIDELINE_DECAY_DAYS_LOW
+    if importance == 3:
+        return settings.TIDELINE_DECAY_DAYS_MID
+    return settings.TIDELINE_DECAY_DAYS_HIGH
+
+
+def _decay_exempt_q() -> Q:
+    never = Fact.objects.filter(
+        Q(kind__in=settings.TIDELINE_NEVER_EXPIRE_KINDS) | Q(scope__kind=ScopeKind.GLOBAL)
+    ).values("pk")
+    return Q(pinned=True) | Q(memory_type=MemoryType.SELF_CONCEPT) | Q(pk__in=never)
+
+
+def decay_plan(*, now: datetime) -> list[PlannedExpiry]:
+    shortest = min(
+        settings.TIDELINE_DECAY_DAYS_LOW,
+        settings.TIDELINE_DECAY_DAYS_MID,
+        settings.TIDELINE_DECAY_DAYS_HIGH,
+    )
+    rows = (
+        _live(None)
+        .exclude(_decay_exempt_q())
+        .annotate(anchor=Coalesce("last_activated", "recorded_at"))
+        .filter(anchor__lt=now - timedelta(days=shortest))
+    )
+    plan = []
+    for memory in rows:
+        days = decay_days(memory.importance)
+        idle = now - memory.anchor
+        if idle > timedelta(days=days):
+            plan.append(
+                _planned(
+                    memory,
+                    ExpiredBy.DECAY,
+                    f"no activation for {idle.days} days (importance {memory.importance}: "
+                    f"{days}-day limit)",
+                )
+            )
+    return plan
+
+
+def lifecycle_plan(*, now: datetime | None = None) -> tuple[list[PlannedExpiry], int]:
+    """Everything maintenance would expire at `now`, one entry per memory. Reads only."""
+    now = now or timezone.now()
+    dependencies, checked = dependencies_plan()
+    plan: dict[int, PlannedExpiry] = {}
+    for item in [*dependencies, *ttl_plan(now=now), *decay_plan(now=now)]:
+        plan.setdefault(item.memory_id, item)
+    return sorted(plan.values(), key=lambda item: item.memory_id), checked
+
+
+def _apply(plan: list[PlannedExpiry], *, actor: str, request_id: str, now: datetime) -> int:
+    if not plan:
+        return 0
+    expired = 0
+    with transaction.atomic():
+        locked = {
+            memory.pk: memory
+            for memory in Memory.objects.select_for_update().filter(
+                pk__in=[item.memory_id for item in plan], status__in=LIVE_STATUSES
+            )
+        }
+        for item in plan:
+            memory = locked.get(item.memory_id)
+            if memory is None:
+                continue  # changed since the plan was made (another maintain, an owner action)
+            before = {"status": memory.status, "expired_by": memory.expired_by}
+            memory.status = MemoryStatus.EXPIRED
+            memory.expired_by = item.expired_by
+            memory.valid_to = memory.valid_to if memory.valid_to and memory.valid_to < now else now
+            memory.save(update_fields=["status", "expired_by", "valid_to", "updated_at"])
+            audit_record(
+                actor=actor,
+                action=AuditAction.EXPIRE,
+                target=memory,
+                reason=f"{item.expired_by}: {item.reason}",
+                before=before,
+                after={
+                    "status": memory.status,
+                    "expired_by": item.expired_by,
+                    "statuses": statuses(memory),
+                },
+                request_id=request_id,
+            )
+            expired += 1
+    return expired
+
+
+def lifecycle_maintain(
+    *,
+    dry_run: bool = False,
+    now: datetime | None = None,
+    actor: str = Actor.SYSTEM,
+    request_id: str = "",
+) -> MaintenanceReport:
+    """Expire what depends on something gone, what outlived its TTL, and what decayed. With
+    `dry_run` return the plan and write nothing."""
+    started = time.perf_counter()
+    now = now or timezone.now()
+    plan, checked = lifecycle_plan(now=now)
+    report = MaintenanceReport(dry_run=dry_run, planned=plan, checked=checked)
+    if not dry_run:
+        report.expired = _apply(plan, actor=actor, request_id=request_id, now=now)
+    report.elapsed_ms = (time.perf_counter() - started) * 1000
+    return report
+
+
+def dependencies_check(
+    *, scope_ids: list[int], actor: str = Actor.SYSTEM, request_id: str = ""
+) -> MaintenanceReport:
+    """The cheap check retrieval runs first: expire memories in these scopes whose depends_on is
+    gone, so a deleted project's memories never surface."""
+    started = time.perf_counter()
+    plan, checked = dependencies_plan(scope_ids=scope_ids)
+    report = MaintenanceReport(dry_run=False, planned=plan, checked=checked)
+    report.expired = _apply(plan, actor=actor, request_id=request_id, now=timezone.now())
+    report.elapsed_ms = (time.perf_counter() - started) * 1000
+    return report
