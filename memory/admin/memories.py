@@ -8,11 +8,13 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.http import urlencode
 
 from memory.admin.actions import LIFECYCLE_ACTIONS
 from memory.admin.base import ReadOnlyAdmin, ReadOnlyInline, owner_reason
 from memory.admin.display import (
     LIFECYCLE_TITLE,
+    MEMORY_TARGET_TYPES,
     RAW_KEYS_TITLE,
     audit_trail,
     pretty_json,
@@ -87,7 +89,7 @@ class MemoryAdminBase(ReadOnlyAdmin):
 
     def get_fieldsets(self, request: HttpRequest, obj=None):
         return [
-            (None, {"fields": ("summary_line", "kind_line", "scope", *self.main_fields)}),
+            (None, {"fields": ("summary_line", "scope", *self.main_fields)}),
             (LIFECYCLE_TITLE, {"fields": LIFECYCLE_FIELDS}),
             ("审计 · audit trail", {"fields": ("audit_trail_table",)}),
             (
@@ -95,6 +97,14 @@ class MemoryAdminBase(ReadOnlyAdmin):
                 {"classes": ("collapse",), "fields": RAW_MEMORY_FIELDS + self.extra_raw_fields},
             ),
         ]
+
+    def history_view(self, request: HttpRequest, object_id: str, extra_context=None):
+        """A memory's history is its audit trail, not Django's admin log (which the services,
+        the only writers, do not use)."""
+        query = urlencode(
+            {"target_id": object_id, "target_type__in": ",".join(MEMORY_TARGET_TYPES)}
+        )
+        return HttpResponseRedirect(f"{reverse('admin:memory_auditevent_changelist')}?{query}")
 
     @admin.display(description="摘要 · summary", ordering="summary")
     def summary_line(self, memory: Memory) -> str:
@@ -130,7 +140,7 @@ class MemoryAdmin(MemoryAdminBase):
         return format_html('<a href="{}">{}</a>', url, child._meta.verbose_name)
 
     readonly_fields = (*MemoryAdminBase.readonly_fields, "typed_record")
-    main_fields = ("typed_record",)
+    main_fields = ("kind_line", "typed_record")
 
 
 @admin.register(Narrative)
@@ -219,7 +229,7 @@ class FactAdmin(MemoryAdminBase):
     @admin.display(description="change the value")
     def supersede_link(self, fact: Fact) -> str:
         if fact.status != MemoryStatus.ACTIVE:
-            return "—"
+            return "Only the current value of a key can be superseded."
         url = reverse("admin:memory_fact_supersede", args=[fact.pk])
         return format_html('<a class="button" href="{}">Supersede with an edited value</a>', url)
 

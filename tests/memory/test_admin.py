@@ -265,3 +265,14 @@ def test_it_keeps_engine_status_behind_the_login(client):
     response = client.get(reverse("engine_status"))
     assert response.status_code == 302
     assert reverse("admin:login") in response.url
+
+
+def test_it_shows_a_memorys_history_as_its_audit_trail(owner_client, preference, project_fact):
+    post_action(owner_client, Fact, "pin", preference.pk)
+    response = owner_client.get(admin_url(Fact, "history", preference.pk), follow=True)
+    assert response.status_code == 200
+    rows = response.context["cl"].result_list
+    assert {(event.action, event.target_id) for event in rows} == {
+        ("insert", preference.pk),
+        ("pin", preference.pk),
+    }
