@@ -178,8 +178,6 @@ TIDELINE_EMBEDDER_URL = env_str("TIDELINE_EMBEDDER_URL", "")
 TIDELINE_EMBEDDER_MODEL = env_str("TIDELINE_EMBEDDER_MODEL", "")
 TIDELINE_EMBEDDER_TIMEOUT = env_float("TIDELINE_EMBEDDER_TIMEOUT", 10.0, minimum=0.1)
 TIDELINE_EMBEDDER_RETRIES = env_int("TIDELINE_EMBEDDER_RETRIES", 2, minimum=0, maximum=10)
-
-# --- LLM (optional; configured by `manage.py llm set`, key kept in a 0600 file) ------------------
 # Texts per provider call when embedding in bulk (imports, `manage.py reembed`).
 TIDELINE_EMBEDDER_BATCH = env_int("TIDELINE_EMBEDDER_BATCH", 64, minimum=1, maximum=2048)
 
@@ -219,6 +217,8 @@ TIDELINE_SEARCH_DATE_WEIGHT = env_float("TIDELINE_SEARCH_DATE_WEIGHT", 1.0, mini
 TIDELINE_SEARCH_TURN_EMBED_WINDOW = env_int(
     "TIDELINE_SEARCH_TURN_EMBED_WINDOW", 1, minimum=0, maximum=5
 )
+
+# --- LLM (optional; configured by `manage.py llm set`, key kept in a 0600 file) ------------------
 TIDELINE_LLM_CONFIG_FILE = env_path("TIDELINE_LLM_CONFIG_FILE", DATA_DIR / "llm.json")
 TIDELINE_LLM_TIMEOUT = env_float("TIDELINE_LLM_TIMEOUT", 60.0, minimum=0.1)
 
@@ -282,3 +282,82 @@ TIDELINE_CAPTURE_SUBAGENTS = env_bool("TIDELINE_CAPTURE_SUBAGENTS", False)
 TIDELINE_API_MAX_BODY_BYTES = env_int("TIDELINE_API_MAX_BODY_BYTES", 1_000_000, minimum=1024)
 # T3 lists at most this many profiles (pinned first), so a large address book cannot crowd it.
 TIDELINE_T3_PROFILES = env_int("TIDELINE_T3_PROFILES", 40, minimum=0)
+
+# --- DREAM (DESIGN §6): layer-0 scanner, script layer, LLM layers, schedule ---------------------
+# Layer 0: unindexed turns are grouped into chunks where consecutive turns are at most GAP minutes
+# apart; chunks shorter than MIN_TURNS are left for a later scan.
+TIDELINE_DREAM_CHUNK_GAP_MINUTES = env_int("TIDELINE_DREAM_CHUNK_GAP_MINUTES", 10, minimum=1)
+TIDELINE_DREAM_CHUNK_MIN_TURNS = env_int("TIDELINE_DREAM_CHUNK_MIN_TURNS", 3, minimum=1)
+# Topic clusters: terms in fewer than MIN_DF memories are noise, in more than MAX_RATIO of them
+# generic. Jaccard merging makes mega-clusters on small stores, so it is off by default.
+TIDELINE_DREAM_TOPIC_MIN_DF = env_int("TIDELINE_DREAM_TOPIC_MIN_DF", 3, minimum=1)
+TIDELINE_DREAM_TOPIC_MAX_RATIO = env_float(
+    "TIDELINE_DREAM_TOPIC_MAX_RATIO", 0.2, minimum=0.01, maximum=1
+)
+TIDELINE_DREAM_TOPIC_MERGE = env_bool("TIDELINE_DREAM_TOPIC_MERGE", False)
+TIDELINE_DREAM_TOPIC_JACCARD = env_float(
+    "TIDELINE_DREAM_TOPIC_JACCARD", 0.5, minimum=0.01, maximum=1
+)
+# Soft clusters: exact k-means up to this many narratives, mini-batch k-means beyond.
+TIDELINE_DREAM_KMEANS_FULL_MAX = env_int("TIDELINE_DREAM_KMEANS_FULL_MAX", 5000, minimum=10)
+# LLM layers: how much of the day goes into one prompt.
+TIDELINE_DREAM_CHUNK_MAX_CHARS = env_int("TIDELINE_DREAM_CHUNK_MAX_CHARS", 6000, minimum=500)
+TIDELINE_DREAM_MAX_CHUNKS = env_int("TIDELINE_DREAM_MAX_CHUNKS", 20, minimum=0)
+TIDELINE_DREAM_COMBING_MAX_MEMORIES = env_int("TIDELINE_DREAM_COMBING_MAX_MEMORIES", 40, minimum=1)
+# One DREAM at a time: the lease a run holds; a run that outlives it is taken to have died.
+TIDELINE_DREAM_LEASE_SECONDS = env_int("TIDELINE_DREAM_LEASE_SECONDS", 3 * 3600, minimum=60)
+
+
+def _beat(task: str, cron_variable: str, cron_default: str, expires_variable: str, expires: int):
+    """One beat entry; the crontab ("m h dom mon dow") and the seconds after which an undelivered
+    run is dropped are overridable by env, and a bad crontab stops start-up."""
+    from celery.schedules import crontab
+    from django.core.exceptions import ImproperlyConfigured
+
+    spec = env_str(cron_variable, cron_default)
+    fields = spec.split()
+    try:
+        if len(fields) != 5:
+            raise ValueError("needs 5 fields")
+        minute, hour, day_of_month, month_of_year, day_of_week = fields
+        schedule = crontab(
+            minute=minute,
+            hour=hour,
+            day_of_month=day_of_month,
+            month_of_year=month_of_year,
+            day_of_week=day_of_week,
+        )
+    except ValueError as exc:
+        raise ImproperlyConfigured(
+            f"{cron_variable}={spec!r} is not a crontab (minute hour day month weekday): {exc}"
+        ) from exc
+    return {
+        "task": task,
+        "schedule": schedule,
+        "options": {"expires": env_int(expires_variable, expires, minimum=1)},
+    }
+
+
+CELERY_BEAT_SCHEDULE = {
+    "dream-daily": _beat(
+        "dream.tasks.dream_daily",
+        "TIDELINE_BEAT_DREAM",
+        "30 3 * * *",
+        "TIDELINE_BEAT_DREAM_EXPIRES",
+        6 * 3600,
+    ),
+    "maintain-hourly": _beat(
+        "dream.tasks.maintain",
+        "TIDELINE_BEAT_MAINTAIN",
+        "15 * * * *",
+        "TIDELINE_BEAT_MAINTAIN_EXPIRES",
+        1800,
+    ),
+    "clusters-rebuild": _beat(
+        "dream.tasks.clusters_rebuild",
+        "TIDELINE_BEAT_CLUSTERS",
+        "45 */6 * * *",
+        "TIDELINE_BEAT_CLUSTERS_EXPIRES",
+        3600,
+    ),
+}

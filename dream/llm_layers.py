@@ -1,0 +1,900 @@
+"""DREAM's LLM layers: solidify, combing, night drift and the symbolic dream.
+
+Each layer gathers its material (never a secret memory), asks the one configured OpenAI-compatible
+client for a JSON answer with our own prompt from `dream/prompts/`, validates the whole answer
+(schema, ranges, ids that were in the material), and only then writes through the normal write
+services, one transaction and one audit row each, as actor `llm`. An answer that fails validation
+writes nothing; a missing or failing LLM raises `LLMUnavailable` to the caller. No database
+transaction is open while the LLM thinks.
+"""
+
+import json
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+
+from dream.models import (
+    DreamRun,
+    EmbeddingCluster,
+    EmbeddingClusterAdjacency,
+    EmbeddingClusterMember,
+    TopicClusterMember,
+)
+from dream.scanner import Chunk
+from dream.script_layer import entities_role_parse
+from dream.selectors import attention_heatmap_read
+from memory.models import (
+    Actor,
+    AuditAction,
+    ContextTurn,
+    EmbeddingStatus,
+    Fact,
+    FactKind,
+    MemoryStatus,
+    Narrative,
+    NarrativeLayer,
+    ProfileKind,
+    SelfConcept,
+    SelfConceptField,
+    Thread,
+    ThreadStatus,
+)
+from memory.models.memories import FACT_VALUE_MAX_CHARS
+from memory.services.audit import audit_record
+from memory.services.embedding import vector_from_bytes
+from memory.services.errors import InvalidInput, NotFound
+from memory.services.facts import FactInput, fact_write
+from memory.services.llm import LLMConfig, LLMReply, llm_complete_json
+from memory.services.narratives import NarrativeInput, narrative_reweigh, narrative_write
+from memory.services.scopes import scope_global, scope_visible_ids
+from memory.services.self_concept import self_concept_write
+from memory.services.threads import thread_set_status, thread_write
+
+PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+DREAM_TAG = "dream"
+TENSION_TAG = "tension"
+
+
+class AnswerInvalid(Exception):
+    """The LLM answered JSON that fails validation; nothing from it is written."""
+
+
+@dataclass
+class LayerOutcome:
+    """What one layer did, for the DreamRun's stats."""
+
+    status: str = "ok"
+    tokens: int = 0
+    written: dict[str, list[int]] = field(default_factory=dict)
+    rejected: list[str] = field(default_factory=list)
+    detail: dict = field(default_factory=dict)
+
+    def wrote(self, kind: str, pk: int) -> None:
+        self.written.setdefault(kind, []).append(pk)
+
+    def as_stats(self) -> dict:
+        return {
+            "status": self.status,
+            "tokens": self.tokens,
+            "written": self.written,
+            "rejected": self.rejected,
+            **self.detail,
+        }
+
+
+@cache
+def prompt_load(name: str) -> str:
+    return (PROMPTS_DIR / f"{name}.md").read_text(encoding="utf-8")
+
+
+def _ask(name: str, material: dict, *, config: LLMConfig, outcome: LayerOutcome) -> dict:
+    reply: LLMReply = llm_complete_json(
+        system=prompt_load(name),
+        user=json.dumps(material, ensure_ascii=False, default=str),
+        config=config,
+    )
+    outcome.tokens += reply.total_tokens
+    return reply.data
+
+
+# --- validation -------------------------------------------------------------------------------
+
+
+def _list(data: dict, key: str, *, maximum: int) -> list:
+    value = data.get(key, [])
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise AnswerInvalid(f"{key} must be a list")
+    if len(value) > maximum:
+        raise AnswerInvalid(f"{key} has {len(value)} items; at most {maximum}")
+    for item in value:
+        if not isinstance(item, dict):
+            raise AnswerInvalid(f"every item of {key} must be an object")
+    return value
+
+
+def _text(item: dict, key: str, *, maximum: int, required: bool = False) -> str:
+    value = item.get(key, "")
+    if value is None:
+        value = ""
+    if not isinstance(value, str):
+        raise AnswerInvalid(f"{key} must be a string")
+    value = value.strip()
+    if required and not value:
+        raise AnswerInvalid(f"{key} must not be empty")
+    if len(value) > maximum:
+        raise AnswerInvalid(f"{key} is longer than {maximum} characters")
+    return value
+
+
+def _dimension(item: dict, key: str, *, default: int | None = None) -> int:
+    value = item.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 5:
+        raise AnswerInvalid(f"{key} must be an integer from 1 to 5, got {value!r}")
+    return value
+
+
+def _number(item: dict, key: str, *, low: float, high: float, default: float) -> float:
+    value = item.get(key, default)
+    if not isinstance(value, int | float) or isinstance(value, bool) or not low <= value <= high:
+        raise AnswerInvalid(f"{key} must be a number from {low} to {high}, got {value!r}")
+    return float(value)
+
+
+def _ids(item: dict, key: str, *, allowed: set[int], required: bool) -> list[int]:
+    value = item.get(key, [])
+    if not isinstance(value, list) or not all(
+        isinstance(pk, int) and not isinstance(pk, bool) for pk in value
+    ):
+        raise AnswerInvalid(f"{key} must be a list of integer ids")
+    if required and not value:
+        raise AnswerInvalid(f"{key} must name at least one id")
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise AnswerInvalid(f"{key} names ids that were not in the material: {unknown}")
+    return list(dict.fromkeys(value))
+
+
+def _one_id(item: dict, key: str, *, allowed: set[int], required: bool = True) -> int | None:
+    value = item.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value not in allowed:
+        raise AnswerInvalid(f"{key}={value!r} is not an id from the material")
+    return value
+
+
+def _strings(item: dict, key: str, *, maximum: int, each: int) -> list[str]:
+    value = item.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise AnswerInvalid(f"{key} must be a list of non-empty strings")
+    if len(value) > maximum:
+        raise AnswerInvalid(f"{key} has more than {maximum} items")
+    if any(len(v.strip()) > each for v in value):
+        raise AnswerInvalid(f"an item of {key} is longer than {each} characters")
+    return list(dict.fromkeys(v.strip() for v in value))
+
+
+def entities_role_normalise(text: str) -> str:
+    """Re-serialise `entities_role` in the canonical "A=判断+执行; B=审查" form; reject anything that
+    names no entity or a role without an entity."""
+    if not text:
+        return ""
+    parsed = entities_role_parse(text)
+    if not parsed:
+        raise AnswerInvalid("entities_role names no entity")
+    if any(not name or "=" in name for name, _ in parsed):
+        raise AnswerInvalid("entities_role must look like 'Name=role+role; Other=role'")
+    canonical = "; ".join(f"{name}={'+'.join(roles)}" if roles else name for name, roles in parsed)
+    if len(canonical) > 300:
+        raise AnswerInvalid("entities_role is longer than 300 characters")
+    return canonical
+
+
+# --- material ---------------------------------------------------------------------------------
+
+
+def _day_narratives(day: date):
+    """Today's memories that an LLM may read: active, not secret, not themselves dreams."""
+    return (
+        Narrative.objects.filter(status=MemoryStatus.ACTIVE, secret=False, recorded_at__date=day)
+        .exclude(ntype=DREAM_TAG)
+        .order_by("-weight", "pk")
+    )
+
+
+def _narrative_material(narrative: Narrative, *, context_chars: int = 300) -> dict:
+    return {
+        "id": narrative.pk,
+        "scope_id": narrative.scope_id,
+        "gesture": narrative.gesture,
+        "context": narrative.context[:context_chars],
+        "cognition_direction": narrative.cognition_direction,
+        "importance": narrative.importance,
+        "emotional": narrative.emotional,
+        "recurrence": narrative.recurrence,
+        "unresolved": narrative.unresolved,
+        "weight": round(narrative.weight, 3),
+        "tags": narrative.tags,
+        "entities_role": narrative.entities_role,
+        "recorded_at": narrative.recorded_at.isoformat(),
+    }
+
+
+def _vectors(ids: list[int]) -> dict[int, np.ndarray]:
+    rows = Narrative.objects.filter(pk__in=ids, embedding_status=EmbeddingStatus.READY).values_list(
+        "pk", "embedding"
+    )
+    return {pk: vector_from_bytes(bytes(blob)) for pk, blob in rows if blob}
+
+
+def _nearest(
+    seed: np.ndarray, candidates: dict[int, np.ndarray], *, count: int, farthest: bool = False
+) -> list[int]:
+    same = [pk for pk, vector in candidates.items() if vector.shape == seed.shape]
+    if not same:
+        return []
+    matrix = np.vstack([candidates[pk] for pk in same])
+    scores = matrix @ seed
+    order = np.argsort(scores if farthest else -scores, kind="stable")[:count]
+    return [same[i] for i in order]
+
+
+# --- solidify ---------------------------------------------------------------------------------
+
+
+def _chunk_material(chunk: Chunk) -> dict:
+    turns = list(ContextTurn.objects.filter(pk__in=chunk.turn_ids).order_by("occurred_at", "seq"))
+    per_turn = max(200, settings.TIDELINE_DREAM_CHUNK_MAX_CHARS // max(1, len(turns)))
+    return {
+        "scope_id": chunk.scope_id,
+        "session_id": chunk.session_id,
+        "turns": [
+            {
+                "id": turn.pk,
+                "at": turn.occurred_at.isoformat(),
+                "role": turn.role,
+                "speaker": turn.speaker,
+                "content": turn.content[:per_turn],
+            }
+            for turn in turns
+        ],
+    }
+
+
+def solidify_validate(data: dict, *, turn_ids: set[int], scope_id: int) -> list[NarrativeInput]:
+    inputs = []
+    for item in _list(data, "narratives", maximum=3):
+        layer = item.get("layer") or NarrativeLayer.EXPERIENCE
+        if layer not in NarrativeLayer.values:
+            raise AnswerInvalid(f"layer must be one of {NarrativeLayer.values}")
+        inputs.append(
+            NarrativeInput(
+                scope_id=scope_id,
+                gesture=_text(item, "gesture", maximum=500, required=True),
+                context=_text(item, "context", maximum=4000),
+                moment=_text(item, "moment", maximum=2000),
+                cognition_direction=_text(item, "cognition_direction", maximum=500),
+                importance=_dimension(item, "importance"),
+                emotional=_dimension(item, "emotional"),
+                unresolved=_dimension(item, "unresolved"),
+                layer=layer,
+                tags=_strings(item, "tags", maximum=8, each=40),
+                entities_role=entities_role_normalise(_text(item, "entities_role", maximum=300)),
+                related_entities=_strings(item, "related_entities", maximum=12, each=120),
+                valence=_number(item, "valence", low=-1, high=1, default=0.0),
+                emotion_intensity=_number(item, "emotion_intensity", low=0, high=10, default=0.0),
+                source_turn_ids=_ids(item, "source_turn_ids", allowed=turn_ids, required=True),
+            )
+        )
+    return inputs
+
+
+def solidify_layer(*, chunks: list[Chunk], day: date, config: LLMConfig) -> LayerOutcome:
+    """0–3 narratives per unindexed chunk, each citing the turns it came from."""
+    outcome = LayerOutcome()
+    limited = chunks[: settings.TIDELINE_DREAM_MAX_CHUNKS]
+    outcome.detail = {"chunks": len(chunks), "asked": 0}
+    for chunk in limited:
+        # A chunk some other memory has started citing since the scan is left alone.
+        still_unindexed = not ContextTurn.objects.filter(
+            pk__in=chunk.turn_ids, evidence__isnull=False
+        ).exists()
+        if not still_unindexed:
+            continue
+        outcome.detail["asked"] += 1
+        data = _ask("solidify", _chunk_material(chunk), config=config, outcome=outcome)
+        try:
+            inputs = solidify_validate(data, turn_ids=set(chunk.turn_ids), scope_id=chunk.scope_id)
+        except AnswerInvalid as exc:
+            outcome.rejected.append(f"chunk of session {chunk.session_id}: {exc}")
+            continue
+        for data_in in inputs:
+            narrative = narrative_write(
+                data=data_in,
+                actor=Actor.LLM,
+                reason=f"DREAM solidify {day}: from {len(data_in.source_turn_ids)} turn(s) of "
+                f"session {chunk.session_id}",
+            )
+            outcome.wrote("narratives", narrative.pk)
+    if outcome.rejected:
+        outcome.status = "failed" if not outcome.written else "partial"
+    return outcome
+
+
+# --- combing ----------------------------------------------------------------------------------
+
+
+def narrative_rescore(
+    *,
+    narrative_id: int,
+    importance: int,
+    emotional: int,
+    unresolved: int,
+    actor: str = Actor.LLM,
+    reason: str,
+) -> Narrative:
+    """New importance/emotional/unresolved for one narrative and the weight that follows (one
+    transaction, one audit row). A dream keeps its importance of 1."""
+    for name, value in (
+        ("importance", importance),
+        ("emotional", emotional),
+        ("unresolved", unresolved),
+    ):
+        if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 5:
+            raise InvalidInput(f"{name} must be an integer from 1 to 5", field=name)
+    with transaction.atomic():
+        narrative = Narrative.objects.select_for_update().filter(pk=narrative_id).first()
+        if narrative is None:
+            raise NotFound(f"unknown narrative {narrative_id}")
+        before = {
+            "importance": narrative.importance,
+            "emotional": narrative.emotional,
+            "unresolved": narrative.unresolved,
+            "weight": narrative.weight,
+        }
+        narrative.importance = 1 if narrative.ntype == DREAM_TAG else importance
+        narrative.emotional = emotional
+        narrative.unresolved = unresolved
+        if narrative.weighted:
+            narrative.weight = narrative_reweigh(narrative)
+        narrative.save(update_fields=["importance", "emotional", "unresolved", "weight"])
+        audit_record(
+            actor=actor,
+            action=AuditAction.UPDATE,
+            target=narrative,
+            reason=reason,
+            before=before,
+            after={
+                "importance": narrative.importance,
+                "emotional": narrative.emotional,
+                "unresolved": narrative.unresolved,
+                "weight": narrative.weight,
+            },
+        )
+    return narrative
+
+
+def _combing_material(day: date) -> tuple[dict, dict]:
+    today = list(_day_narratives(day)[: settings.TIDELINE_DREAM_COMBING_MAX_MEMORIES])
+    today_ids = [n.pk for n in today]
+    scopes = {n.scope_id for n in today}
+    visible_of = {
+        scope_id: set(scope_visible_ids(scope=n.scope)) for n in today for scope_id in [n.scope_id]
+    }
+    visible_all = set().union(*visible_of.values()) if visible_of else {scope_global().pk}
+    earlier_pool = Narrative.objects.filter(
+        status=MemoryStatus.ACTIVE,
+        secret=False,
+        scope_id__in=visible_all,
+        recorded_at__date__lt=day,
+    ).exclude(ntype=DREAM_TAG)
+    pool_vectors = _vectors(
+        list(earlier_pool.order_by("-weight").values_list("pk", flat=True)[:2000])
+    )
+    today_vectors = _vectors(today_ids)
+    scope_of = dict(earlier_pool.filter(pk__in=list(pool_vectors)).values_list("pk", "scope_id"))
+    earlier_ids: list[int] = []
+    for narrative in today:
+        seed = today_vectors.get(narrative.pk)
+        if seed is None:
+            continue
+        candidates = {
+            pk: vector
+            for pk, vector in pool_vectors.items()
+            if scope_of.get(pk) in visible_of[narrative.scope_id]
+        }
+        for pk in _nearest(seed, candidates, count=2):
+            if pk not in earlier_ids:
+                earlier_ids.append(pk)
+    earlier = list(Narrative.objects.filter(pk__in=earlier_ids[:40]))
+    facts = list(
+        Fact.objects.filter(status=MemoryStatus.ACTIVE, secret=False, scope_id__in=visible_all)
+        .select_related("profile")
+        .order_by("-recorded_at")[:60]
+    )
+    self_concept = list(
+        SelfConcept.objects.filter(status=MemoryStatus.ACTIVE, secret=False).order_by("field")
+    )
+    threads = list(
+        Thread.objects.filter(status=ThreadStatus.OPEN, scope_id__in=visible_all).order_by(
+            "-weight", "pk"
+        )[:20]
+    )
+    heatmap = attention_heatmap_read(days=30)
+    material = {
+        "day": day.isoformat(),
+        "today": [_narrative_material(n) for n in today],
+        "earlier": [_narrative_material(n, context_chars=150) for n in earlier],
+        "facts": [
+            {
+                "id": fact.pk,
+                "scope_id": fact.scope_id,
+                "profile": fact.profile.name,
+                "kind": fact.kind,
+                "predicate": fact.predicate,
+                "value": fact.value,
+            }
+            for fact in facts
+        ],
+        "self_concept": [{"field": sc.field, "content": sc.content} for sc in self_concept],
+        "open_threads": [
+            {"id": t.pk, "content": t.content, "weight": round(t.weight, 3)} for t in threads
+        ],
+        "attention": {
+            "lit_clusters": [
+                {"name": row["name"], "recalls": row["heat"]}
+                for row in sorted(heatmap["clusters"], key=lambda r: -r["heat"])
+                if row["heat"]
+            ][:5],
+            "desert_clusters": [row["name"] for row in heatmap["clusters"] if row["heat"] == 0][:5],
+        },
+    }
+    scope = {
+        "today": {n.pk: n for n in today},
+        "earlier": {n.pk: n for n in earlier},
+        "facts": {f.pk: f for f in facts},
+        "threads": {t.pk: t for t in threads},
+        "visible_of": visible_of,
+        "scopes": scopes,
+    }
+    return material, scope
+
+
+def combing_validate(data: dict, *, scope: dict) -> dict:
+    today, earlier, facts = scope["today"], scope["earlier"], scope["facts"]
+    plan: dict[str, list] = {}
+    plan["rescore"] = [
+        {
+            "id": _one_id(item, "id", allowed=set(today)),
+            "importance": _dimension(item, "importance"),
+            "emotional": _dimension(item, "emotional"),
+            "unresolved": _dimension(item, "unresolved"),
+            "why": _text(item, "why", maximum=300),
+        }
+        for item in _list(data, "rescore", maximum=len(today))
+    ]
+    plan["facts"] = []
+    for item in _list(data, "facts", maximum=10):
+        sources = _ids(item, "source_ids", allowed=set(today), required=True)
+        source_scopes = {today[pk].scope_id for pk in sources}
+        if len(source_scopes) != 1:
+            raise AnswerInvalid("a fact's source_ids must all come from one scope")
+        kind = item.get("kind")
+        if kind not in FactKind.values:
+            raise AnswerInvalid(f"fact kind must be one of {FactKind.values}")
+        profile_kind = item.get("profile_kind") or ProfileKind.USER
+        if profile_kind not in ProfileKind.values:
+            raise AnswerInvalid(f"profile_kind must be one of {ProfileKind.values}")
+        plan["facts"].append(
+            FactInput(
+                scope_id=source_scopes.pop(),
+                profile_name=_text(item, "profile", maximum=120, required=True),
+                profile_kind=profile_kind,
+                kind=kind,
+                predicate=_text(item, "predicate", maximum=41, required=True),
+                value=_text(item, "value", maximum=FACT_VALUE_MAX_CHARS, required=True),
+                confidence=0.8,
+            )
+        )
+    plan["self_concept"] = []
+    for item in _list(data, "self_concept", maximum=3):
+        if item.get("field") not in SelfConceptField.values:
+            raise AnswerInvalid(f"self_concept field must be one of {SelfConceptField.values}")
+        plan["self_concept"].append(
+            {"field": item["field"], "content": _text(item, "content", maximum=4000, required=True)}
+        )
+    plan["conflicts"] = []
+    for item in _list(data, "conflicts", maximum=10):
+        new_id = _one_id(item, "id", allowed=set(today))
+        earlier_id = _one_id(item, "earlier_id", allowed=set(earlier) | set(facts))
+        older = earlier.get(earlier_id) or facts.get(earlier_id)
+        if older.scope_id not in scope["visible_of"][today[new_id].scope_id]:
+            raise AnswerInvalid(f"memory {earlier_id} is not visible from memory {new_id}")
+        plan["conflicts"].append(
+            {
+                "id": new_id,
+                "earlier_id": earlier_id,
+                "tension": _text(item, "tension", maximum=1000, required=True),
+            }
+        )
+    plan["threads"] = []
+    for item in _list(data, "threads", maximum=5):
+        plan["threads"].append(
+            {
+                "content": _text(item, "content", maximum=1000, required=True),
+                "importance": _dimension(item, "importance", default=3),
+                "emotional": _dimension(item, "emotional", default=3),
+                "recurrence": _dimension(item, "recurrence", default=3),
+                "unresolved": _dimension(item, "unresolved", default=3),
+                "source_id": _one_id(item, "source_id", allowed=set(today), required=False),
+            }
+        )
+    plan["thread_updates"] = []
+    for item in _list(data, "thread_updates", maximum=20):
+        status = item.get("status")
+        if status not in (ThreadStatus.EXPLORED, ThreadStatus.ABANDONED):
+            raise AnswerInvalid("thread status must be explored or abandoned")
+        plan["thread_updates"].append(
+            {
+                "id": _one_id(item, "id", allowed=set(scope["threads"])),
+                "status": status,
+                "why": _text(item, "why", maximum=300),
+            }
+        )
+    return plan
+
+
+def _thread_exists(*, scope_id: int, content: str) -> bool:
+    return Thread.objects.filter(scope_id=scope_id, content=content).exists()
+
+
+def combing_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
+    outcome = LayerOutcome()
+    material, scope = _combing_material(day)
+    outcome.detail = {"today": len(material["today"]), "earlier": len(material["earlier"])}
+    if not material["today"]:
+        outcome.status = "skipped"
+        outcome.detail["reason"] = "no new memories today"
+        return outcome
+    data = _ask("combing", material, config=config, outcome=outcome)
+    try:
+        plan = combing_validate(data, scope=scope)
+    except AnswerInvalid as exc:
+        outcome.status = "failed"
+        outcome.rejected.append(str(exc))
+        return outcome
+    reason = f"DREAM combing {day}"
+    for item in plan["rescore"]:
+        narrative = scope["today"][item["id"]]
+        if (narrative.importance, narrative.emotional, narrative.unresolved) == (
+            item["importance"],
+            item["emotional"],
+            item["unresolved"],
+        ):
+            continue
+        narrative_rescore(
+            narrative_id=item["id"],
+            importance=item["importance"],
+            emotional=item["emotional"],
+            unresolved=item["unresolved"],
+            reason=f"{reason}: re-scored" + (f" ({item['why']})" if item["why"] else ""),
+        )
+        outcome.wrote("rescored", item["id"])
+    for fact_input in plan["facts"]:
+        try:
+            fact = fact_write(data=fact_input, actor=Actor.LLM, reason=f"{reason}: profile fact")
+        except InvalidInput as exc:
+            outcome.rejected.append(f"fact {fact_input.predicate}: {exc}")
+            continue
+        outcome.wrote("facts", fact.pk)
+    for item in plan["self_concept"]:
+        version = self_concept_write(
+            field=item["field"],
+            content=item["content"],
+            actor=Actor.LLM,
+            reason=f"{reason}: self-concept",
+        )
+        outcome.wrote("self_concept", version.pk)
+    for item in plan["conflicts"]:
+        reflection = _tension_write(item, scope=scope, reason=reason)
+        if reflection is not None:
+            outcome.wrote("tensions", reflection.pk)
+    for item in plan["threads"]:
+        source = scope["today"].get(item["source_id"]) if item["source_id"] else None
+        scope_id = source.scope_id if source else scope_global().pk
+        if _thread_exists(scope_id=scope_id, content=item["content"]):
+            continue
+        thread = thread_write(
+            scope_id=scope_id,
+            content=item["content"],
+            importance=item["importance"],
+            emotional=item["emotional"],
+            recurrence=item["recurrence"],
+            unresolved=item["unresolved"],
+            source_memory_id=source.pk if source else None,
+            actor=Actor.LLM,
+            reason=f"{reason}: thread",
+        )
+        outcome.wrote("threads", thread.pk)
+    for item in plan["thread_updates"]:
+        thread_set_status(
+            thread_id=item["id"],
+            status=item["status"],
+            actor=Actor.LLM,
+            reason=f"{reason}: thread {item['status']}"
+            + (f" ({item['why']})" if item["why"] else ""),
+        )
+        outcome.wrote("threads_aged", item["id"])
+    if outcome.rejected:
+        outcome.status = "partial"
+    return outcome
+
+
+def _tension_write(item: dict, *, scope: dict, reason: str) -> Narrative | None:
+    """Record a conflict as a reflection, "X is in tension with earlier Y": both memories stay as
+    they are; nothing is resolved on the owner's behalf."""
+    new = scope["today"][item["id"]]
+    older = scope["earlier"].get(item["earlier_id"]) or scope["facts"][item["earlier_id"]]
+    marker = f"tension:{new.pk}:{older.pk}"
+    if Narrative.objects.filter(tag_rows__tag=marker).exists():
+        return None
+    gesture = f"「{new.summary[:200]}」 is in tension with earlier 「{older.summary[:200]}」"
+    return narrative_write(
+        data=NarrativeInput(
+            scope_id=new.scope_id,
+            gesture=gesture[:500],
+            context=item["tension"],
+            cognition_direction="Keep both in view until new evidence settles it.",
+            importance=3,
+            emotional=3,
+            unresolved=5,
+            layer=NarrativeLayer.EXPERIENCE,
+            ntype="self_reflection",
+            tags=[TENSION_TAG, marker],
+        ),
+        actor=Actor.LLM,
+        reason=f"{reason}: conflict between #{new.pk} and earlier #{older.pk} recorded, not resolved",
+    )
+
+
+# --- night drift ------------------------------------------------------------------------------
+
+
+def _recent_drift_seeds(day: date) -> set[int]:
+    seeds = set()
+    for stats in DreamRun.objects.filter(
+        day__gte=day - timedelta(days=7), day__lte=day
+    ).values_list("stats", flat=True):
+        seed = ((stats or {}).get("layers", {}).get("drift") or {}).get("seed")
+        if isinstance(seed, int):
+            seeds.add(seed)
+    return seeds
+
+
+def _drift_seed(day: date) -> Narrative | None:
+    recent = _recent_drift_seeds(day)
+    candidates = (
+        Narrative.objects.filter(
+            status=MemoryStatus.ACTIVE,
+            secret=False,
+            recorded_at__date__gte=day - timedelta(days=30),
+            recorded_at__date__lte=day,
+        )
+        .exclude(ntype=DREAM_TAG)
+        .exclude(pk__in=recent)
+        .order_by("-weight", "-recorded_at", "-pk")
+    )
+    return candidates.first()
+
+
+def _drift_material(seed: Narrative) -> tuple[dict, dict[str, list[int]]]:
+    visible = scope_visible_ids(scope=seed.scope)
+    pool = Narrative.objects.filter(
+        status=MemoryStatus.ACTIVE, secret=False, scope_id__in=visible
+    ).exclude(pk=seed.pk)
+    path: dict[str, list[int]] = {"embedding": [], "entities": [], "topics": [], "far": []}
+    seed_vector = _vectors([seed.pk]).get(seed.pk)
+    pool_vectors = _vectors(list(pool.order_by("-weight").values_list("pk", flat=True)[:3000]))
+    if seed_vector is not None:
+        path["embedding"] = _nearest(seed_vector, pool_vectors, count=3)
+    for name, _ in entities_role_parse(seed.entities_role)[:3]:
+        found = pool.filter(entities_role__contains=f"{name}=").order_by("-weight")
+        path["entities"].extend(pk for pk in found.values_list("pk", flat=True)[:2])
+    topics = TopicClusterMember.objects.filter(narrative=seed).values("cluster_id")
+    shared_topic = (
+        TopicClusterMember.objects.filter(cluster_id__in=topics, narrative__in=pool)
+        .order_by("-narrative__weight")
+        .values_list("narrative_id", flat=True)
+    )
+    path["topics"] = list(dict.fromkeys(shared_topic))[:3]
+    near = {pk for ids in path.values() for pk in ids} | {seed.pk}
+    path["far"] = _far_territory(seed, seed_vector, pool, pool_vectors, near)
+    for via in path:
+        path[via] = list(dict.fromkeys(path[via]))
+    wanted = {pk for ids in path.values() for pk in ids}
+    rows = {n.pk: n for n in Narrative.objects.filter(pk__in=wanted)}
+    material = {
+        "seed": _narrative_material(seed),
+        "near": {
+            via: [_narrative_material(rows[pk], context_chars=150) for pk in ids if pk in rows]
+            for via, ids in path.items()
+            if via != "far"
+        },
+        "far": [_narrative_material(rows[pk], context_chars=150) for pk in path["far"]],
+    }
+    return material, path
+
+
+def _far_territory(seed, seed_vector, pool, pool_vectors, near: set[int]) -> list[int]:
+    """Memories from the soft cluster least like the seed's (not adjacent to it), or failing that
+    the visible memories least similar to the seed."""
+    home = (
+        EmbeddingClusterMember.objects.filter(memory=seed, rank=1)
+        .values_list("cluster_id", flat=True)
+        .first()
+    )
+    if home is not None and seed_vector is not None:
+        adjacent = set(
+            EmbeddingClusterAdjacency.objects.filter(cluster_a_id=home).values_list(
+                "cluster_b_id", flat=True
+            )
+        ) | set(
+            EmbeddingClusterAdjacency.objects.filter(cluster_b_id=home).values_list(
+                "cluster_a_id", flat=True
+            )
+        )
+        clusters = {
+            pk: vector_from_bytes(bytes(blob))
+            for pk, blob in EmbeddingCluster.objects.exclude(pk__in=adjacent | {home}).values_list(
+                "pk", "centroid"
+            )
+        }
+        for cluster_id in _nearest(seed_vector, clusters, count=len(clusters), farthest=True):
+            members = list(
+                EmbeddingClusterMember.objects.filter(
+                    cluster_id=cluster_id, rank=1, memory_id__in=pool.values("pk")
+                )
+                .exclude(memory_id__in=near)
+                .order_by("-memory__narrative__weight")
+                .values_list("memory_id", flat=True)[:2]
+            )
+            if members:
+                return members
+    if seed_vector is None:
+        return []
+    candidates = {pk: v for pk, v in pool_vectors.items() if pk not in near}
+    return _nearest(seed_vector, candidates, count=2, farthest=True)
+
+
+def drift_validate(data: dict, *, path: dict[str, list[int]]) -> dict | None:
+    connection = data.get("connection")
+    if not isinstance(connection, bool):
+        raise AnswerInvalid("connection must be true or false")
+    if not connection:
+        return None
+    allowed = {pk for ids in path.values() for pk in ids}
+    memory_ids = _ids(data, "memory_ids", allowed=allowed, required=True)
+    if not set(memory_ids) & set(path["far"]):
+        raise AnswerInvalid("a connection must include at least one memory from the far territory")
+    plan = {"insight": _text(data, "insight", maximum=1000, required=True), "thread": None}
+    thread = data.get("thread")
+    if thread is not None:
+        if not isinstance(thread, dict):
+            raise AnswerInvalid("thread must be an object or null")
+        plan["thread"] = {
+            "content": _text(thread, "content", maximum=1000, required=True),
+            "importance": _dimension(thread, "importance", default=3),
+            "emotional": _dimension(thread, "emotional", default=3),
+            "recurrence": _dimension(thread, "recurrence", default=3),
+            "unresolved": _dimension(thread, "unresolved", default=3),
+        }
+    plan["memory_ids"] = memory_ids
+    return plan
+
+
+def drift_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
+    """From one heavy memory, through its neighbours, to unrelated territory: a thread only when
+    the LLM finds a real connection that the material supports."""
+    outcome = LayerOutcome()
+    seed = _drift_seed(day)
+    if seed is None:
+        outcome.status = "skipped"
+        outcome.detail = {"reason": "no memory to drift from"}
+        return outcome
+    material, path = _drift_material(seed)
+    outcome.detail = {"seed": seed.pk, "path": path}
+    if not path["far"]:
+        outcome.status = "skipped"
+        outcome.detail["reason"] = "no unrelated territory to drift to"
+        return outcome
+    data = _ask("drift", material, config=config, outcome=outcome)
+    try:
+        plan = drift_validate(data, path=path)
+    except AnswerInvalid as exc:
+        outcome.status = "failed"
+        outcome.rejected.append(str(exc))
+        return outcome
+    outcome.detail["connection"] = plan is not None
+    if plan is None:
+        return outcome
+    outcome.detail["insight"] = plan["insight"]
+    if plan["thread"] and not _thread_exists(
+        scope_id=seed.scope_id, content=plan["thread"]["content"]
+    ):
+        thread = thread_write(
+            scope_id=seed.scope_id,
+            source_memory_id=seed.pk,
+            actor=Actor.LLM,
+            reason=f"DREAM night drift {day}: {plan['insight'][:200]} "
+            f"(memories {plan['memory_ids']})",
+            **plan["thread"],
+        )
+        outcome.wrote("threads", thread.pk)
+    return outcome
+
+
+# --- symbolic dream ---------------------------------------------------------------------------
+
+
+def dream_validate(data: dict, *, today: set[int], scope_id: int) -> NarrativeInput:
+    symbols = _strings(data, "symbols", maximum=5, each=40)
+    if len(symbols) < 3:
+        raise AnswerInvalid("a dream needs 3 to 5 symbols")
+    _ids(data, "source_ids", allowed=today, required=True)
+    return NarrativeInput(
+        scope_id=scope_id,
+        gesture=_text(data, "gesture", maximum=500, required=True),
+        context=_text(data, "story", maximum=4000, required=True),
+        cognition_direction=_text(data, "reflection", maximum=500),
+        # A dream never outweighs what really happened: importance is fixed at 1.
+        importance=1,
+        emotional=_dimension(data, "emotional"),
+        unresolved=_dimension(data, "unresolved"),
+        valence=_number(data, "valence", low=-1, high=1, default=0.0),
+        ntype=DREAM_TAG,
+        layer=NarrativeLayer.EXPERIENCE,
+        tags=[DREAM_TAG, *[symbol for symbol in symbols if symbol.lower() != DREAM_TAG]],
+    )
+
+
+def dream_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
+    """3–5 symbols from today's memories of one scope, woven into one dream narrative."""
+    outcome = LayerOutcome()
+    today = list(_day_narratives(day)[: settings.TIDELINE_DREAM_COMBING_MAX_MEMORIES])
+    if not today:
+        outcome.status = "skipped"
+        outcome.detail = {"reason": "no memories today to dream about"}
+        return outcome
+    # One scope's day per dream, so a dream never carries one project's memories into another.
+    counts: dict[int, int] = {}
+    for narrative in today:
+        counts[narrative.scope_id] = counts.get(narrative.scope_id, 0) + 1
+    scope_id = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[0][0]
+    if Narrative.objects.filter(scope_id=scope_id, ntype=DREAM_TAG, recorded_at__date=day).exists():
+        outcome.status = "skipped"
+        outcome.detail = {"reason": "already dreamt today"}
+        return outcome
+    material_rows = [n for n in today if n.scope_id == scope_id]
+    outcome.detail = {"scope_id": scope_id, "memories": len(material_rows)}
+    data = _ask(
+        "dream",
+        {"day": day.isoformat(), "today": [_narrative_material(n) for n in material_rows]},
+        config=config,
+        outcome=outcome,
+    )
+    try:
+        data_in = dream_validate(data, today={n.pk for n in material_rows}, scope_id=scope_id)
+    except AnswerInvalid as exc:
+        outcome.status = "failed"
+        outcome.rejected.append(str(exc))
+        return outcome
+    dream = narrative_write(data=data_in, actor=Actor.LLM, reason=f"DREAM symbolic dream {day}")
+    outcome.wrote("dreams", dream.pk)
+    return outcome

@@ -1,0 +1,719 @@
+"""The deterministic script layer (DESIGN §6): zero tokens, safe to run at any time, idempotent.
+
+- topic clusters: jieba POS keywords (nouns, verbs, adjectives) plus English tokens, filtered by
+  document frequency (generic terms in > 20% of memories and rare ones in < 3 go), one cluster per
+  surviving term; an optional Jaccard merge for large stores;
+- soft clusters: k-means in embedding space, each narrative in its 3 nearest centroids, adjacency =
+  narratives two clusters share, query routing = top 3 clusters + 1-hop neighbours;
+- the entity graph from `entities_role` ("A=判断+执行; B=审查");
+- recurrence refresh from current tag frequencies, then the write path's weight normalisation;
+- attention statistics (which clusters recall lights up, which are deserts).
+
+Each rebuild is one transaction with one audit row, and writes nothing when the result equals what
+is stored, so a second run changes nothing.
+"""
+
+import logging
+import re
+import threading
+from collections import Counter, defaultdict
+from functools import cache
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from dream.models import (
+    EmbeddingCluster,
+    EmbeddingClusterAdjacency,
+    EmbeddingClusterMember,
+    EntityEdge,
+    EntityNode,
+    TopicCluster,
+    TopicClusterMember,
+)
+from dream.selectors import attention_heatmap_read
+from memory.models import (
+    Actor,
+    AuditAction,
+    EmbeddingStatus,
+    MemoryStatus,
+    Narrative,
+    NarrativeTag,
+    Profile,
+)
+from memory.services.audit import audit_record
+from memory.services.embedding import vector_from_bytes, vectors_normalise
+from memory.services.narratives import LIVE_STATUSES, narratives_normalise_inflation
+from memory.services.weights import NO_TAGS_RECURRENCE, recurrence_band, weight_compute
+
+logger = logging.getLogger("tideline.dream")
+
+# jieba POS flags kept as topic words: nouns (n, nr, ns, nz, vn…), verbs (v, vd), adjectives (a, ad).
+KEYWORD_POS_PREFIXES = ("n", "v", "a")
+ENGLISH_STOPWORDS = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "are",
+        "but",
+        "not",
+        "you",
+        "all",
+        "any",
+        "can",
+        "had",
+        "her",
+        "was",
+        "one",
+        "our",
+        "out",
+        "has",
+        "him",
+        "his",
+        "how",
+        "its",
+        "let",
+        "may",
+        "new",
+        "now",
+        "old",
+        "see",
+        "two",
+        "who",
+        "did",
+        "get",
+        "she",
+        "too",
+        "use",
+        "that",
+        "with",
+        "have",
+        "this",
+        "will",
+        "your",
+        "from",
+        "they",
+        "been",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "would",
+        "there",
+        "their",
+        "them",
+        "then",
+        "than",
+        "into",
+        "some",
+        "could",
+        "other",
+        "about",
+        "after",
+        "also",
+        "just",
+        "like",
+        "more",
+        "most",
+        "only",
+        "over",
+        "such",
+        "very",
+        "each",
+        "because",
+        "should",
+        "being",
+        "does",
+    ]
+)
+_ENGLISH = re.compile(r"[a-z][a-z0-9'-]*[a-z0-9]")
+_jieba_lock = threading.Lock()
+
+
+@cache
+def _posseg():
+    """jieba's POS tagger, initialised once with Tideline's cache dir, never the system temp dir."""
+    import jieba
+    import jieba.posseg
+
+    with _jieba_lock:
+        jieba.setLogLevel(logging.WARNING)
+        settings.JIEBA_CACHE_DIR.mkdir(parents=True, exist_ok=True)
+        jieba.dt.tmp_dir = str(settings.JIEBA_CACHE_DIR)
+        jieba.initialize()
+    return jieba.posseg
+
+
+def keywords_extract(text: str) -> set[str]:
+    """Topic words of one memory: jieba nouns/verbs/adjectives of 2+ characters and English words
+    of 3+ letters (lower-cased, minus function words)."""
+    words: set[str] = set()
+    for pair in _posseg().cut(text or ""):
+        word, flag = pair.word.strip(), pair.flag
+        if flag == "eng" or word.isascii():
+            lowered = word.lower()
+            if _ENGLISH.fullmatch(lowered) and lowered not in ENGLISH_STOPWORDS:
+                words.add(lowered[:100])
+        elif len(word) >= 2 and flag.startswith(KEYWORD_POS_PREFIXES):
+            words.add(word[:100])
+    return words
+
+
+def terms_filter(
+    documents: list[set[str]], *, min_df: int, max_ratio: float
+) -> dict[str, list[int]]:
+    """term → indexes of the documents using it, keeping terms in at least `min_df` documents and in
+    no more than `max_ratio` of them."""
+    postings: dict[str, list[int]] = defaultdict(list)
+    for position, terms in enumerate(documents):
+        for term in terms:
+            postings[term].append(position)
+    ceiling = max_ratio * len(documents)
+    return {
+        term: positions
+        for term, positions in postings.items()
+        if min_df <= len(positions) <= ceiling
+    }
+
+
+def clusters_jaccard_merge(clusters: dict[str, list[int]], *, threshold: float) -> list[list[str]]:
+    """Groups of terms whose member sets overlap with Jaccard ≥ threshold (connected components)."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    terms = sorted(clusters)
+    if not terms:
+        return []
+    rows, cols = [], []
+    for row, term in enumerate(terms):
+        rows.extend([row] * len(clusters[term]))
+        cols.extend(clusters[term])
+    membership = csr_matrix(
+        (np.ones(len(rows), dtype=np.float32), (rows, cols)),
+        shape=(len(terms), max(cols) + 1),
+    )
+    intersection = (membership @ membership.T).tocoo()
+    sizes = np.asarray(membership.sum(axis=1)).ravel()
+    union = sizes[intersection.row] + sizes[intersection.col] - intersection.data
+    keep = (intersection.data / union >= threshold) & (intersection.row != intersection.col)
+    graph = csr_matrix(
+        (np.ones(int(keep.sum())), (intersection.row[keep], intersection.col[keep])),
+        shape=(len(terms), len(terms)),
+    )
+    count, labels = connected_components(graph, directed=False)
+    groups: list[list[str]] = [[] for _ in range(count)]
+    for term, label in zip(terms, labels, strict=True):
+        groups[label].append(term)
+    return groups
+
+
+def _live_narratives():
+    return Narrative.objects.filter(status=MemoryStatus.ACTIVE).order_by("pk")
+
+
+def topic_clusters_compute(*, merge: bool | None = None) -> dict[str, dict]:
+    """{cluster term: {"terms": [...], "members": sorted narrative ids}} for the active narratives."""
+    merge = settings.TIDELINE_DREAM_TOPIC_MERGE if merge is None else merge
+    rows = list(_live_narratives().values_list("pk", "search_text"))
+    documents = [keywords_extract(text) for _, text in rows]
+    kept = terms_filter(
+        documents,
+        min_df=settings.TIDELINE_DREAM_TOPIC_MIN_DF,
+        max_ratio=settings.TIDELINE_DREAM_TOPIC_MAX_RATIO,
+    )
+    ids = [pk for pk, _ in rows]
+    if not merge:
+        return {
+            term: {"terms": [term], "members": sorted(ids[p] for p in positions)}
+            for term, positions in kept.items()
+        }
+    result = {}
+    for group in clusters_jaccard_merge(kept, threshold=settings.TIDELINE_DREAM_TOPIC_JACCARD):
+        # The most used term names the merged cluster.
+        group.sort(key=lambda term: (-len(kept[term]), term))
+        members = sorted({ids[p] for term in group for p in kept[term]})
+        result[group[0]] = {"terms": group, "members": members}
+    return result
+
+
+def topic_clusters_rebuild(*, dry_run: bool = False, merge: bool | None = None) -> dict:
+    """Recompute topic clusters and store what changed (one transaction, one audit row)."""
+    wanted = topic_clusters_compute(merge=merge)
+    stored = {
+        cluster.term: {"terms": cluster.terms, "members": []}
+        for cluster in TopicCluster.objects.all()
+    }
+    for term, narrative_id in TopicClusterMember.objects.order_by("narrative_id").values_list(
+        "cluster__term", "narrative_id"
+    ):
+        stored[term]["members"].append(narrative_id)
+    removed = sorted(set(stored) - set(wanted))
+    changed = sorted(term for term in wanted if stored.get(term) != wanted[term])
+    stats = {
+        "clusters": len(wanted),
+        "members": sum(len(entry["members"]) for entry in wanted.values()),
+        "added_or_changed": len(changed),
+        "removed": len(removed),
+    }
+    if dry_run or not (removed or changed):
+        return stats
+    now = timezone.now()
+    with transaction.atomic():
+        # Derived rows, rebuilt from the memories at will: replacing them loses nothing.
+        TopicCluster.objects.filter(term__in=removed + changed).delete()
+        created = TopicCluster.objects.bulk_create(
+            [
+                TopicCluster(
+                    term=term,
+                    terms=wanted[term]["terms"],
+                    size=len(wanted[term]["members"]),
+                    built_at=now,
+                )
+                for term in changed
+            ]
+        )
+        if created and created[0].pk is None:
+            created = list(TopicCluster.objects.filter(term__in=changed))
+        TopicClusterMember.objects.bulk_create(
+            [
+                TopicClusterMember(cluster_id=cluster.pk, narrative_id=narrative_id)
+                for cluster in created
+                for narrative_id in wanted[cluster.term]["members"]
+            ],
+            batch_size=2000,
+        )
+        audit_record(
+            actor=Actor.SYSTEM,
+            action=AuditAction.UPDATE,
+            target_type="topiccluster",
+            reason=f"topic clusters rebuilt: {len(changed)} added or changed, {len(removed)} removed",
+            after={"changed": changed[:500], "removed": removed[:500], **stats},
+        )
+    return stats
+
+
+def soft_k(count: int) -> int:
+    """k = max(5, int(sqrt(N) × 1.5)), never more than N."""
+    return min(count, max(5, int(np.sqrt(count) * 1.5)))
+
+
+def soft_assign(vectors: np.ndarray, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """k-means over L2-normalised vectors. Returns (centroids k×d, nearest centroid indexes N×m,
+    distances N×m) with m = min(3, k), nearest first."""
+    from sklearn.cluster import KMeans, MiniBatchKMeans
+
+    count = len(vectors)
+    k = soft_k(count)
+    # Full Lloyd iterations stay cheap up to a few thousand vectors; past that mini-batches keep a
+    # nightly rebuild of tens of thousands of memories within a minute.
+    if count <= settings.TIDELINE_DREAM_KMEANS_FULL_MAX:
+        model = KMeans(n_clusters=k, n_init=1, random_state=seed, max_iter=100)
+    else:
+        model = MiniBatchKMeans(
+            n_clusters=k, n_init=1, random_state=seed, batch_size=4096, max_iter=20
+        )
+    model.fit(vectors)
+    centroids = model.cluster_centers_.astype(np.float32)
+    squared = (
+        (vectors**2).sum(axis=1)[:, None]
+        - 2 * vectors @ centroids.T
+        + (centroids**2).sum(axis=1)[None, :]
+    )
+    distances = np.sqrt(np.maximum(squared, 0))
+    m = min(3, k)
+    nearest = (
+        np.argpartition(distances, m - 1, axis=1)[:, :m]
+        if m < k
+        else np.tile(np.arange(k), (count, 1))
+    )
+    picked = np.take_along_axis(distances, nearest, axis=1)
+    order = np.argsort(picked, axis=1, kind="stable")
+    return (
+        centroids,
+        np.take_along_axis(nearest, order, axis=1),
+        np.take_along_axis(picked, order, axis=1),
+    )
+
+
+def _embedded_narratives() -> tuple[list[int], np.ndarray, str]:
+    """Ids and vectors of the active embedded narratives, all from the most used embedding model
+    (vectors of two models never share a space)."""
+    ready = _live_narratives().filter(embedding_status=EmbeddingStatus.READY)
+    models = Counter(ready.values_list("embedding_model", flat=True))
+    if not models:
+        return [], np.zeros((0, 0), dtype=np.float32), ""
+    model_id = models.most_common(1)[0][0]
+    ids, vectors = [], []
+    for pk, blob in ready.filter(embedding_model=model_id).values_list("pk", "embedding"):
+        if blob:
+            ids.append(pk)
+            vectors.append(vector_from_bytes(bytes(blob)))
+    if not vectors:
+        return [], np.zeros((0, 0), dtype=np.float32), model_id
+    return ids, vectors_normalise(np.vstack(vectors)), model_id
+
+
+def _cluster_names(ids: list[int], nearest: np.ndarray, k: int) -> list[str]:
+    """Each cluster is named after its two highest-weight (non-secret) nearest members."""
+    weights = dict(Narrative.objects.filter(pk__in=ids, secret=False).values_list("pk", "weight"))
+    gestures: dict[int, str] = {}
+    best: dict[int, list[tuple[float, int]]] = defaultdict(list)
+    for position, pk in enumerate(ids):
+        if pk in weights:
+            best[int(nearest[position, 0])].append((-weights[pk], pk))
+    top = {index: [pk for _, pk in sorted(pairs)[:2]] for index, pairs in best.items()}
+    wanted = {pk for pks in top.values() for pk in pks}
+    gestures = dict(Narrative.objects.filter(pk__in=wanted).values_list("pk", "gesture"))
+    names = []
+    for index in range(k):
+        parts = [gestures[pk][:60] for pk in top.get(index, [])]
+        names.append(" / ".join(parts)[:300] or f"cluster {index}")
+    return names
+
+
+def soft_clusters_rebuild(*, dry_run: bool = False) -> dict:
+    """k-means soft clusters over the embedded narratives, with adjacency (one transaction, one
+    audit row; nothing written when membership is unchanged)."""
+    ids, vectors, model_id = _embedded_narratives()
+    if not ids:
+        return {"narratives": 0, "clusters": 0, "changed": False}
+    centroids, nearest, distances = soft_assign(vectors)
+    k = len(centroids)
+    wanted = {
+        (ids[row], int(nearest[row, rank]))
+        for row in range(len(ids))
+        for rank in range(nearest.shape[1])
+    }
+    stored = set(EmbeddingClusterMember.objects.values_list("memory_id", "cluster__index"))
+    changed = wanted != stored or EmbeddingCluster.objects.count() != k
+    pairs = Counter()
+    for row in nearest:
+        members = sorted(int(index) for index in row)
+        for i, a in enumerate(members):
+            for b in members[i + 1 :]:
+                pairs[(a, b)] += 1
+    sizes = Counter(int(index) for index in nearest.ravel())
+    stats = {
+        "narratives": len(ids),
+        "clusters": k,
+        "memberships": int(nearest.size),
+        "adjacent_pairs": len(pairs),
+        "changed": changed,
+    }
+    if dry_run or not changed:
+        return stats
+    names = _cluster_names(ids, nearest, k)
+    now = timezone.now()
+    with transaction.atomic():
+        EmbeddingCluster.objects.all().delete()
+        clusters = EmbeddingCluster.objects.bulk_create(
+            [
+                EmbeddingCluster(
+                    index=index,
+                    name=names[index],
+                    size=sizes.get(index, 0),
+                    centroid=centroids[index].tobytes(),
+                    embedding_model=model_id,
+                    built_at=now,
+                )
+                for index in range(k)
+            ]
+        )
+        if clusters and clusters[0].pk is None:
+            clusters = list(EmbeddingCluster.objects.order_by("index"))
+        pk_of = {cluster.index: cluster.pk for cluster in clusters}
+        EmbeddingClusterMember.objects.bulk_create(
+            [
+                EmbeddingClusterMember(
+                    cluster_id=pk_of[int(nearest[row, rank])],
+                    memory_id=ids[row],
+                    rank=rank + 1,
+                    distance=float(distances[row, rank]),
+                )
+                for row in range(len(ids))
+                for rank in range(nearest.shape[1])
+            ],
+            batch_size=2000,
+        )
+        EmbeddingClusterAdjacency.objects.bulk_create(
+            [
+                EmbeddingClusterAdjacency(cluster_a_id=pk_of[a], cluster_b_id=pk_of[b], shared=n)
+                for (a, b), n in sorted(pairs.items())
+            ],
+            batch_size=2000,
+        )
+        audit_record(
+            actor=Actor.SYSTEM,
+            action=AuditAction.UPDATE,
+            target_type="embeddingcluster",
+            reason=f"soft clusters rebuilt: {k} clusters over {len(ids)} narratives",
+            after=stats,
+        )
+    return stats
+
+
+def clusters_route(
+    *, vector: np.ndarray, scope_ids: list[int] | None = None, top: int = 3, hops: int = 3
+) -> dict:
+    """Query routing: the `top` clusters nearest the query vector, plus each one's `hops` most
+    adjacent neighbours. Returns {"primary": [cluster ids], "neighbours": [cluster ids]}."""
+    clusters = list(EmbeddingCluster.objects.values_list("pk", "centroid"))
+    if not clusters:
+        return {"primary": [], "neighbours": []}
+    if scope_ids is not None:
+        visible = set(
+            EmbeddingClusterMember.objects.filter(memory__scope_id__in=scope_ids).values_list(
+                "cluster_id", flat=True
+            )
+        )
+        clusters = [(pk, blob) for pk, blob in clusters if pk in visible]
+        if not clusters:
+            return {"primary": [], "neighbours": []}
+    centroids = vectors_normalise(np.vstack([vector_from_bytes(bytes(b)) for _, b in clusters]))
+    query = vectors_normalise(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]
+    order = np.argsort(-(centroids @ query), kind="stable")[:top]
+    primary = [clusters[i][0] for i in order]
+    allowed = {pk for pk, _ in clusters}
+    neighbours: list[int] = []
+    for cluster_id in primary:
+        rows = (
+            EmbeddingClusterAdjacency.objects.filter(cluster_a_id=cluster_id).values_list(
+                "cluster_b_id", "shared"
+            )
+        ).union(
+            EmbeddingClusterAdjacency.objects.filter(cluster_b_id=cluster_id).values_list(
+                "cluster_a_id", "shared"
+            )
+        )
+        ranked = sorted(rows, key=lambda pair: (-pair[1], pair[0]))
+        picked = [pk for pk, _ in ranked if pk in allowed and pk not in primary][:hops]
+        neighbours.extend(pk for pk in picked if pk not in neighbours)
+    return {"primary": primary, "neighbours": neighbours}
+
+
+_ENTITY_SPLIT = re.compile(r"[;；\n]+")
+_ROLE_SPLIT = re.compile(r"[+＋、,，/]+")
+
+
+def entities_role_parse(text: str) -> list[tuple[str, list[str]]]:
+    """ "A=判断+执行; B=审查" → [("A", ["判断", "执行"]), ("B", ["审查"])]. An entity named twice keeps
+    its first roles; a part without "=" is an entity with no stated role."""
+    entities: dict[str, list[str]] = {}
+    for part in _ENTITY_SPLIT.split(text or ""):
+        name, _, roles = part.replace("＝", "=").partition("=")
+        name = name.strip()[:120]
+        if not name or name in entities:
+            continue
+        entities[name] = [role.strip() for role in _ROLE_SPLIT.split(roles) if role.strip()]
+    return list(entities.items())
+
+
+def entity_graph_compute() -> tuple[dict, dict]:
+    """({(scope, name): {"mentions", "roles"}}, {(scope, a, b): {"cooccurrence", "role_pairs"}})."""
+    nodes: dict[tuple[int, str], dict] = {}
+    edges: dict[tuple[int, str, str], dict] = {}
+    rows = _live_narratives().exclude(entities_role="").values_list("scope_id", "entities_role")
+    for scope_id, text in rows:
+        parsed = sorted(entities_role_parse(text))
+        for name, roles in parsed:
+            node = nodes.setdefault((scope_id, name), {"mentions": 0, "roles": {}})
+            node["mentions"] += 1
+            for role in roles:
+                node["roles"][role] = node["roles"].get(role, 0) + 1
+        for i, (name_a, roles_a) in enumerate(parsed):
+            for name_b, roles_b in parsed[i + 1 :]:
+                edge = edges.setdefault(
+                    (scope_id, name_a, name_b), {"cooccurrence": 0, "role_pairs": {}}
+                )
+                edge["cooccurrence"] += 1
+                pair = f"{'+'.join(roles_a)}|{'+'.join(roles_b)}"
+                edge["role_pairs"][pair] = edge["role_pairs"].get(pair, 0) + 1
+    return nodes, edges
+
+
+def _profiles_by_name(scope_ids: set[int]) -> dict[tuple[int, str], int]:
+    """(scope, lower-cased name or alias) → profile id, so graph nodes point at their profiles."""
+    found = {}
+    for pk, scope_id, name, aliases in Profile.objects.filter(scope_id__in=scope_ids).values_list(
+        "pk", "scope_id", "name", "aliases"
+    ):
+        for label in [name, *(aliases or [])]:
+            found.setdefault((scope_id, str(label).strip().lower()), pk)
+    return found
+
+
+def entity_graph_rebuild(*, dry_run: bool = False) -> dict:
+    nodes, edges = entity_graph_compute()
+    stored_nodes = {
+        (n.scope_id, n.name): {"mentions": n.mentions, "roles": n.roles}
+        for n in EntityNode.objects.all()
+    }
+    stored_edges = {
+        (e.scope_id, e.node_a.name, e.node_b.name): {
+            "cooccurrence": e.cooccurrence,
+            "role_pairs": e.role_pairs,
+        }
+        for e in EntityEdge.objects.select_related("node_a", "node_b")
+    }
+    stats = {"nodes": len(nodes), "edges": len(edges)}
+    stats["changed"] = stored_nodes != nodes or stored_edges != edges
+    if dry_run or not stats["changed"]:
+        return stats
+    from memory.services.scopes import scope_global
+
+    global_id = scope_global().pk
+    profiles = _profiles_by_name({scope for scope, _ in nodes} | {global_id})
+    with transaction.atomic():
+        EntityNode.objects.all().delete()
+        created = EntityNode.objects.bulk_create(
+            [
+                EntityNode(
+                    scope_id=scope_id,
+                    name=name,
+                    mentions=data["mentions"],
+                    roles=data["roles"],
+                    profile_id=profiles.get((scope_id, name.lower()))
+                    or profiles.get((global_id, name.lower())),
+                )
+                for (scope_id, name), data in sorted(nodes.items())
+            ]
+        )
+        if created and created[0].pk is None:
+            created = list(EntityNode.objects.all())
+        pk_of = {(node.scope_id, node.name): node.pk for node in created}
+        EntityEdge.objects.bulk_create(
+            [
+                EntityEdge(
+                    scope_id=scope_id,
+                    node_a_id=pk_of[(scope_id, a)],
+                    node_b_id=pk_of[(scope_id, b)],
+                    cooccurrence=data["cooccurrence"],
+                    role_pairs=data["role_pairs"],
+                )
+                for (scope_id, a, b), data in sorted(edges.items())
+            ]
+        )
+        audit_record(
+            actor=Actor.SYSTEM,
+            action=AuditAction.UPDATE,
+            target_type="entitynode",
+            reason=f"entity graph rebuilt: {len(nodes)} entities, {len(edges)} pairs",
+            after=stats,
+        )
+    return stats
+
+
+def recurrence_compute() -> dict[int, int]:
+    """Narrative id → recurrence band from current tag frequencies, with the write path's bands
+    (number of other live narratives sharing at least one tag; no tags → 3)."""
+    live = list(Narrative.objects.filter(status__in=LIVE_STATUSES).values_list("pk", flat=True))
+    tags_of: dict[int, list[str]] = defaultdict(list)
+    holders: dict[str, set[int]] = defaultdict(set)
+    for narrative_id, tag in NarrativeTag.objects.filter(
+        narrative__status__in=LIVE_STATUSES
+    ).values_list("narrative_id", "tag"):
+        tags_of[narrative_id].append(tag)
+        holders[tag].add(narrative_id)
+    saturated = recurrence_band(10**6)
+    result = {}
+    for narrative_id in live:
+        tags = tags_of.get(narrative_id)
+        if not tags:
+            result[narrative_id] = NO_TAGS_RECURRENCE
+            continue
+        # Past 11 sharers the band is at its top: no need to build the whole union.
+        if max(len(holders[tag]) for tag in tags) > 11:
+            result[narrative_id] = saturated
+            continue
+        sharing = set().union(*(holders[tag] for tag in tags))
+        sharing.discard(narrative_id)
+        result[narrative_id] = recurrence_band(len(sharing))
+    return result
+
+
+def recurrence_refresh(*, dry_run: bool = False) -> dict:
+    """Re-band recurrence from current tag frequencies, re-weigh what moved, then apply the write
+    path's anti-inflation normalisation (one transaction, one audit row)."""
+    wanted = recurrence_compute()
+    current = {
+        pk: (recurrence, weight, importance, emotional, unresolved, weighted)
+        for pk, recurrence, weight, importance, emotional, unresolved, weighted in (
+            Narrative.objects.filter(pk__in=list(wanted)).values_list(
+                "pk", "recurrence", "weight", "importance", "emotional", "unresolved", "weighted"
+            )
+        )
+    }
+    moved = {pk: band for pk, band in wanted.items() if current[pk][0] != band}
+    stats = {"narratives": len(wanted), "recurrence_changed": len(moved)}
+    if dry_run:
+        return stats
+    now = timezone.now()
+    recurrence_log, weight_log = {}, {}
+    with transaction.atomic():
+        updates = []
+        for pk, band in moved.items():
+            old_band, old_weight, importance, emotional, unresolved, weighted = current[pk]
+            weight = (
+                weight_compute(
+                    importance=importance,
+                    emotional=emotional,
+                    recurrence=band,
+                    unresolved=unresolved,
+                )
+                if weighted
+                else old_weight
+            )
+            updates.append(Narrative(pk=pk, recurrence=band, weight=weight, updated_at=now))
+            recurrence_log[pk] = [old_band, band]
+            if weight != old_weight:
+                weight_log[pk] = [old_weight, weight]
+        Narrative.objects.bulk_update(
+            updates, ["recurrence", "weight", "updated_at"], batch_size=500
+        )
+        normalised = narratives_normalise_inflation()
+        stats["weights_normalised"] = len(normalised)
+        if moved or normalised:
+            audit_record(
+                actor=Actor.SYSTEM,
+                action=AuditAction.UPDATE,
+                target_type="narrative",
+                reason=(
+                    f"recurrence refreshed from current tag frequencies: {len(moved)} re-banded, "
+                    f"{len(normalised)} weights normalised"
+                ),
+                after={
+                    "recurrence": recurrence_log,
+                    "weight": weight_log,
+                    "normalised": normalised,
+                },
+            )
+    return stats
+
+
+def attention_stats(*, days: int = 30) -> dict:
+    heatmap = attention_heatmap_read(days=days)
+    hottest = sorted(heatmap["clusters"], key=lambda row: (-row["heat"], row["index"]))[:5]
+    return {
+        "days": days,
+        "recalls": heatmap["events"],
+        "clusters": len(heatmap["clusters"]),
+        "lit": len(heatmap["lit"]),
+        "deserts": len(heatmap["deserts"]),
+        "hottest": [{"id": row["id"], "heat": row["heat"]} for row in hottest if row["heat"]],
+    }
+
+
+def script_layer_run(*, dry_run: bool = False) -> dict:
+    """Every deterministic step in order. Recurrence first, so cluster names see fresh weights."""
+    return {
+        "recurrence": recurrence_refresh(dry_run=dry_run),
+        "topics": topic_clusters_rebuild(dry_run=dry_run),
+        "soft_clusters": soft_clusters_rebuild(dry_run=dry_run),
+        "entity_graph": entity_graph_rebuild(dry_run=dry_run),
+        "attention": attention_stats(),
+    }
