@@ -21,7 +21,17 @@ from memory.admin.display import (
     scoped_summary,
     status_text,
 )
-from memory.models import Actor, Evidence, Fact, Memory, MemoryStatus, Narrative, SelfConcept
+from memory.models import (
+    Actor,
+    AuditAction,
+    AuditEvent,
+    Evidence,
+    Fact,
+    Memory,
+    MemoryStatus,
+    Narrative,
+    SelfConcept,
+)
 from memory.models.memories import FACT_VALUE_MAX_CHARS
 from memory.services.errors import TidelineError
 from memory.services.facts import FactInput, fact_write
@@ -294,8 +304,11 @@ class FactAdmin(MemoryAdminBase):
                 if new.pk == fact.pk:
                     messages.warning(request, "Same value as the current one: nothing changed.")
                     return HttpResponseRedirect(change_url)
-                messages.success(request, f"#{fact.pk} superseded by #{new.pk}: {new.summary}")
-                return HttpResponseRedirect(reverse("admin:memory_fact_change", args=[new.pk]))
+                if new.status == MemoryStatus.REJECTED:
+                    form.add_error(None, self._gate_refusal(new))
+                else:
+                    messages.success(request, f"#{fact.pk} superseded by #{new.pk}: {new.summary}")
+                    return HttpResponseRedirect(reverse("admin:memory_fact_change", args=[new.pk]))
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
@@ -306,6 +319,18 @@ class FactAdmin(MemoryAdminBase):
             "change_url": change_url,
         }
         return TemplateResponse(request, "admin/memory/fact/supersede.html", context)
+
+    @staticmethod
+    def _gate_refusal(rejected: Fact) -> str:
+        """The write gate keeps what it refuses as a rejected row; say why, from its audit row."""
+        event = AuditEvent.objects.filter(
+            target_type="fact", target_id=rejected.pk, action=AuditAction.REJECT
+        ).first()
+        why = event.reason if event else "refused by the write gate"
+        return (
+            f"The write gate refused this value: {why}. It is kept as rejected #{rejected.pk}; "
+            "the current value is unchanged."
+        )
 
 
 @admin.register(SelfConcept)

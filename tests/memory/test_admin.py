@@ -13,6 +13,8 @@ from memory.models import (
     FactKind,
     InboxItem,
     MemoryStatus,
+    Thread,
+    ThreadStatus,
 )
 from memory.services.facts import FactInput, fact_write
 from memory.services.lifecycle import memory_expire
@@ -276,3 +278,35 @@ def test_it_shows_a_memorys_history_as_its_audit_trail(owner_client, preference,
         ("insert", preference.pk),
         ("pin", preference.pk),
     }
+
+
+def test_it_shows_a_write_gate_refusal_of_the_edited_value(owner_client, project_fact):
+    form_url = reverse("admin:memory_fact_supersede", args=[project_fact.pk])
+    response = owner_client.post(form_url, {"value": "要小心"})
+    assert response.status_code == 200
+    assert "The write gate refused this value" in response.content.decode()
+    project_fact.refresh_from_db()
+    assert project_fact.status == MemoryStatus.ACTIVE
+    assert Fact.objects.get(status=MemoryStatus.REJECTED).value == "要小心"
+
+
+def test_it_marks_a_thread_explored_through_its_service(owner_client, project_scope):
+    thread = thread_write(scope_id=project_scope.pk, content="权限位要不要在解压时保留？")
+    baseline = AuditEvent.objects.count()
+    post_action(owner_client, Thread, "mark_explored", thread.pk)
+    thread.refresh_from_db()
+    assert thread.status == ThreadStatus.EXPLORED
+    event = AuditEvent.objects.order_by("-id").first()
+    assert AuditEvent.objects.count() == baseline + 1
+    assert (event.actor, event.action, event.target_type) == ("owner", "update", "thread")
+
+
+def test_it_shows_an_api_keys_prefix_and_scopes_but_never_its_hash(owner_client, project_scope):
+    key = ApiKey.objects.create(
+        name="laptop", prefix="tl_abcd", key_hash=ApiKey.hash_secret("tl_abcd_secret")
+    )
+    key.scopes.add(project_scope)
+    for url in (admin_url(ApiKey, "changelist"), admin_url(ApiKey, "change", key.pk)):
+        page = owner_client.get(url).content.decode()
+        assert "tl_abcd…" in page and "项目·archive-manager" in page
+        assert key.key_hash not in page
