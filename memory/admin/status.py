@@ -1,6 +1,8 @@
 """Engine status: how much is stored, what is waiting, how DREAM went, which LLM is configured
 (never its key)."""
 
+import json
+
 from django.apps import apps
 from django.conf import settings
 from django.contrib import admin
@@ -8,6 +10,7 @@ from django.db import connection
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.urls import NoReverseMatch, reverse
 
 from memory.models import (
     ContextTurn,
@@ -52,7 +55,18 @@ def _active_counts(model, field: str) -> list[tuple[str, int]]:
     return [(labels.get(row[field], row[field]), row["n"]) for row in rows]
 
 
-def _dream_runs() -> list | None:
+def _layer_outcomes(stats) -> str:
+    """ "scan ok · solidify failed" from a run's per-layer stats, else its stats as compact JSON."""
+    layers = stats.get("layers") if isinstance(stats, dict) else None
+    if isinstance(layers, dict) and layers:
+        return " · ".join(
+            f"{name} {(outcome or {}).get('status', '?') if isinstance(outcome, dict) else outcome}"
+            for name, outcome in layers.items()
+        )
+    return json.dumps(stats, ensure_ascii=False)[:200] if stats else "—"
+
+
+def _dream_runs() -> dict | None:
     """The DREAM app owns its runs; read them only when that model exists."""
     if not apps.is_installed("dream"):
         return None
@@ -60,7 +74,23 @@ def _dream_runs() -> list | None:
         dream_run = apps.get_model("dream", "DreamRun")
     except LookupError:
         return None
-    return list(dream_run.objects.order_by("-started_at")[:DREAM_RUNS_SHOWN])
+    try:
+        list_url = reverse("admin:dream_dreamrun_changelist")
+    except NoReverseMatch:
+        list_url = ""
+    runs = [
+        {
+            "layer": run.get_layer_display(),
+            "status": run.get_status_display(),
+            "started_at": run.started_at,
+            "finished_at": run.finished_at,
+            "tokens": run.tokens,
+            "outcomes": _layer_outcomes(run.stats),
+            "error": run.error,
+        }
+        for run in dream_run.objects.order_by("-started_at")[:DREAM_RUNS_SHOWN]
+    ]
+    return {"runs": runs, "list_url": list_url}
 
 
 def engine_status_context() -> dict:
@@ -84,7 +114,7 @@ def engine_status_context() -> dict:
                 ContextTurn.objects.filter(embedding_status__in=BACKLOG_EMBEDDING).count(),
             ),
         ],
-        "dream_runs": _dream_runs(),
+        "dream": _dream_runs(),
         "llm": llm.public() if llm else None,
         "engine": [
             ("database", connection.vendor),

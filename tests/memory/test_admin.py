@@ -3,7 +3,9 @@ from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.test import RequestFactory
 from django.urls import reverse
+from django.utils import timezone
 
+from dream.models import DreamRun
 from memory.models import (
     Actor,
     ApiKey,
@@ -310,3 +312,18 @@ def test_it_shows_an_api_keys_prefix_and_scopes_but_never_its_hash(owner_client,
         page = owner_client.get(url).content.decode()
         assert "tl_abcd…" in page and "项目·archive-manager" in page
         assert key.key_hash not in page
+
+
+def test_it_lists_the_last_dream_runs_on_engine_status(owner_client, db):
+    DreamRun.objects.create(
+        layer="all",
+        day=timezone.localdate(),
+        status="partial",
+        stats={"layers": {"scan": {"status": "ok"}, "combing": {"status": "failed"}}},
+        tokens=1234,
+        error="combing: LLM answered something that is not the expected JSON",
+    )
+    page = owner_client.get(reverse("engine_status")).content.decode()
+    assert "full DREAM" in page and "partial (an LLM layer failed)" in page
+    assert "scan ok · combing failed" in page
+    assert "1234" in page
