@@ -196,9 +196,11 @@ TIDELINE_SEARCH_SEMANTIC_FLOOR = env_float(
 TIDELINE_SEARCH_TURN_SEMANTIC_FLOOR = env_float(
     "TIDELINE_SEARCH_TURN_SEMANTIC_FLOOR", 0.0, minimum=-1.0, maximum=1.0
 )
-# Added when a literal part of the query (identifier, quoted phrase, CJK run) occurs verbatim.
+# Added when literal parts of the query (identifier, quoted phrase, CJK run) occur verbatim, times
+# the share of them found. Fused scores are on a 0–1 scale, so 1.0 puts a verbatim hit above every
+# row without one (Tideline's +0.3 does the same on its raw-cosine scale).
 TIDELINE_SEARCH_KEYWORD_BOOST = env_float(
-    "TIDELINE_SEARCH_KEYWORD_BOOST", 0.3, minimum=0.0, maximum=2.0
+    "TIDELINE_SEARCH_KEYWORD_BOOST", 1.0, minimum=0.0, maximum=5.0
 )
 # Lifecycle priors for memories: weight (0–1), pinned, recency (30-day half-life).
 TIDELINE_SEARCH_PRIOR_WEIGHT = env_float("TIDELINE_SEARCH_PRIOR_WEIGHT", 0.05, minimum=0.0)

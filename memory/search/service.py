@@ -189,16 +189,15 @@ def _rank(
     terms = text_terms(query) if lexical else []
     bm25 = index.bm25(terms, eligible, stats_rows)
     literal_hits: dict[int, list[str]] = {}
-    if lexical:
-        literals = query_literals(query)
-        if literals:
-            literal_hits = _literal_ids(index.kind, literals, scope_ids)
+    literals = query_literals(query) if lexical else []
+    if literals:
+        literal_hits = _literal_ids(index.kind, literals, scope_ids)
     boost = np.zeros(index.table.size, dtype=np.float32)
     keyword_boost = settings.TIDELINE_SEARCH_KEYWORD_BOOST
-    for pk in literal_hits:
+    for pk, found in literal_hits.items():
         row = index.row_of.get(pk)
         if row is not None:
-            boost[row] = keyword_boost
+            boost[row] = keyword_boost * len(found) / len(literals)
     cosine = None
     weight = settings.TIDELINE_SEARCH_SEMANTIC_WEIGHT if semantic else 0.0
     if semantic:

@@ -1,4 +1,15 @@
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from memory.models import AttentionEvent, Memory, MemoryStatus
 from memory.search import memory_search
+from memory.services.errors import InvalidInput
+
+
+def ids(hits):
+    return [hit.memory.pk for hit in hits]
 
 
 def test_it_finds_a_two_character_chinese_word(project_scope, write_narrative):
@@ -7,6 +18,7 @@ def test_it_finds_a_two_character_chinese_word(project_scope, write_narrative):
     hits = memory_search(query="边界", scope_ids=[project_scope.pk])
     assert hits[0].memory.pk == target.pk
     assert "边界" in hits[0].why["matched_terms"]
+    assert memory_search(query="兜底", scope_ids=[project_scope.pk])[0].memory.pk == target.pk
 
 
 def test_it_finds_neovim_from_nvim_by_meaning(project_scope, write_narrative):
@@ -16,9 +28,134 @@ def test_it_finds_neovim_from_nvim_by_meaning(project_scope, write_narrative):
     hits = memory_search(query="编辑器是 nvim", scope_ids=[project_scope.pk])
     assert hits and hits[0].memory.pk == target.pk
     assert hits[0].why["matched_terms"] == []
-    assert hits[0].semantic is not None
+    assert hits[0].semantic is not None and hits[0].why["cosine"] == pytest.approx(
+        hits[0].semantic, abs=1e-3
+    )
 
 
-def test_it_returns_nothing_without_scopes(project_scope, write_narrative):
-    write_narrative(project_scope, "whale-listen is the service name")
-    assert memory_search(query="whale-listen", scope_ids=[]) == []
+def test_it_ranks_an_exact_keyword_over_a_semantically_closer_memory(
+    project_scope, write_narrative
+):
+    literal = write_narrative(project_scope, "Deployed whale-listen to the staging cluster")
+    closer = write_narrative(
+        project_scope, "The whale listening service keeps a microphone open for whale songs"
+    )
+    hits = memory_search(query="whale-listen", scope_ids=[project_scope.pk])
+    assert ids(hits)[:2] == [literal.pk, closer.pk]
+    assert hits[0].why["literal_matches"] == ["whale-listen"]
+    assert hits[0].why["boosts"]["keyword"] > 0
+    semantic_only = memory_search(query="whale-listen", scope_ids=[project_scope.pk], lexical=False)
+    assert semantic_only[0].memory.pk == closer.pk
+
+
+def test_it_filters_by_event_time_with_since_and_until(project_scope, write_narrative):
+    now = timezone.now()
+    old = write_narrative(
+        project_scope,
+        "Released version one of the archive tool",
+        valid_from=now - timedelta(days=40),
+    )
+    recent = write_narrative(
+        project_scope,
+        "Released version two of the archive tool",
+        valid_from=now - timedelta(days=2),
+    )
+    query = "released archive tool"
+    assert set(ids(memory_search(query=query, scope_ids=[project_scope.pk]))) == {old.pk, recent.pk}
+    since = memory_search(query=query, scope_ids=[project_scope.pk], since=now - timedelta(days=7))
+    assert ids(since) == [recent.pk]
+    until = memory_search(query=query, scope_ids=[project_scope.pk], until=now - timedelta(days=7))
+    assert ids(until) == [old.pk]
+
+
+def test_it_never_leaks_across_scopes(project_scope, other_project_scope, write_narrative):
+    mine = write_narrative(project_scope, "The billing export runs on Sundays")
+    theirs = write_narrative(other_project_scope, "The billing export runs on Mondays")
+    assert ids(memory_search(query="billing export", scope_ids=[project_scope.pk])) == [mine.pk]
+    assert ids(memory_search(query="billing export", scope_ids=[other_project_scope.pk])) == [
+        theirs.pk
+    ]
+    assert memory_search(query="billing export", scope_ids=[]) == []
+
+
+def test_it_finds_a_japanese_memory_with_a_spanish_query(project_scope, write_narrative):
+    target = write_narrative(project_scope, "ユーザーは毎朝コーヒーを飲みながらメールを確認する")
+    write_narrative(project_scope, "サーバーのディスク容量が足りなくなった")
+    write_narrative(project_scope, "新しいデータベースのスキーマを設計した")
+    hits = memory_search(query="¿Qué bebe el usuario por la mañana?", scope_ids=[project_scope.pk])
+    assert hits and hits[0].memory.pk == target.pk
+
+
+def test_it_finds_keyword_hits_with_the_none_provider(project_scope, write_narrative, settings):
+    settings.TIDELINE_EMBEDDER = "none"
+    target = write_narrative(project_scope, "The staging database password rotates monthly")
+    write_narrative(project_scope, "Lunch was good today")
+    assert Memory.objects.get(pk=target.pk).embedding_status == "disabled"
+    hits = memory_search(query="when does the password rotate", scope_ids=[project_scope.pk])
+    assert ids(hits) == [target.pk]
+    assert hits[0].semantic is None
+
+
+def test_it_shows_what_was_valid_at_a_past_moment(project_scope, write_fact):
+    old = write_fact(project_scope, "editor", "vim")
+    between = timezone.now()
+    new = write_fact(project_scope, "editor", "helix")
+    old.refresh_from_db()
+    assert old.status == MemoryStatus.SUPERSEDED
+    assert ids(memory_search(query="editor", scope_ids=[project_scope.pk])) == [new.pk]
+    assert ids(memory_search(query="editor", scope_ids=[project_scope.pk], as_of=between)) == [
+        old.pk
+    ]
+
+
+def test_it_filters_by_type_layer_and_tag(project_scope, write_narrative, write_fact):
+    decision = write_narrative(
+        project_scope, "We chose Redis for the queue", layer="decision", tags=["infra"]
+    )
+    experience = write_narrative(project_scope, "Redis crashed during the demo", tags=["demo"])
+    fact = write_fact(project_scope, "queue_backend", "Redis")
+    scope = [project_scope.pk]
+    assert set(ids(memory_search(query="redis", scope_ids=scope))) == {
+        decision.pk,
+        experience.pk,
+        fact.pk,
+    }
+    assert ids(memory_search(query="redis", scope_ids=scope, memory_types=["fact"])) == [fact.pk]
+    assert ids(memory_search(query="redis", scope_ids=scope, layers=["decision"])) == [decision.pk]
+    assert ids(memory_search(query="redis", scope_ids=scope, tags=["Demo"])) == [experience.pk]
+
+
+def test_it_counts_an_activation_and_logs_attention(project_scope, write_narrative):
+    target = write_narrative(project_scope, "The nightly backup moved to 3 am")
+    memory_search(query="nightly backup", scope_ids=[project_scope.pk])
+    target.refresh_from_db()
+    assert target.activation_count == 0
+    hits = memory_search(
+        query="nightly backup", scope_ids=[project_scope.pk], activation_source="mcp_search"
+    )
+    target.refresh_from_db()
+    assert target.activation_count == 1 and target.last_activated is not None
+    event = AttentionEvent.objects.get(memory=target)
+    assert event.source == "mcp_search"
+    assert event.similarity == pytest.approx(hits[0].semantic)
+
+
+def test_it_excludes_expired_memories_by_default(project_scope, write_narrative):
+    from memory.services.lifecycle import memory_expire
+
+    target = write_narrative(project_scope, "The old VPN endpoint is vpn1.example.org")
+    memory_expire(memory_id=target.pk, reason="moved")
+    assert memory_search(query="vpn endpoint", scope_ids=[project_scope.pk]) == []
+    expired = memory_search(
+        query="vpn endpoint", scope_ids=[project_scope.pk], statuses=["expired"]
+    )
+    assert ids(expired) == [target.pk]
+
+
+def test_it_refuses_bad_input(project_scope):
+    with pytest.raises(InvalidInput):
+        memory_search(query="x", scope_ids=[project_scope.pk], limit=0)
+    with pytest.raises(InvalidInput):
+        memory_search(query="x", scope_ids=[project_scope.pk], statuses=["bogus"])
+    with pytest.raises(InvalidInput):
+        memory_search(query="x", scope_ids=None)

@@ -1,0 +1,248 @@
+"""LoCoMo turn-level retrieval recall through the real write path and the real turn_search.
+
+Each conversation is imported into its own scope (sessions via `session_start`, turns via
+`turns_record`, session dates as `occurred_at`, embedded after commit like any write); every
+scorable question is then asked of `turn_search` with the question text alone, no LLM. Printed:
+turn-level recall@5/10/25/50 overall and per category, session-level recall@k, MRR and query
+latency, beside the published DRAGON row and the plain-BM25 floor. Protocol and evidence-id quirks:
+../shared/bench/README.md. By default everything runs in a scratch database that is dropped at the
+end, so the owner's store never receives benchmark data.
+"""
+
+import json
+import re
+import statistics
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from django.core.management.base import CommandError
+from django.db import connection
+
+KS = (5, 10, 25, 50)
+SESSION_KS = (5, 10, 25)
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+PUBLISHED = (
+    ("DRAGON (dense), LoCoMo paper", (56.7, 66.2, 76.7, 82.7)),
+    ("plain BM25 floor, bench README", (45.7, 53.3, 62.6, 70.4)),
+)
+DRAGON_R5 = {
+    "single-hop": 68.0,
+    "multi-hop": 35.4,
+    "temporal": 70.4,
+    "open-domain": 33.1,
+    "adversarial": 43.9,
+}
+_EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--data", required=True, help="path to locomo10.json")
+    parser.add_argument(
+        "--conversations", type=int, default=0, help="only the first N conversations (0 = all)"
+    )
+    parser.add_argument(
+        "--in-place",
+        action="store_true",
+        help="import into the configured database instead of a scratch one (tests use this)",
+    )
+
+
+def evidence_normalise(raw: list) -> list[str]:
+    """ "D8:6; D9:17" → two ids, "D:11:26" → D11:26, "D30:05" → D30:5; anything else is dropped."""
+    ids = []
+    for item in raw or []:
+        for part in re.split(r"[;,\s]+", str(item)):
+            match = _EVIDENCE.fullmatch(part.strip())
+            if match:
+                ids.append(f"D{int(match.group(1))}:{int(match.group(2))}")
+    return list(dict.fromkeys(ids))
+
+
+def session_date(text: str) -> datetime:
+    """LoCoMo's "1:56 pm on 8 May, 2023"."""
+    try:
+        return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+    except ValueError as exc:
+        raise CommandError(f"unreadable session date {text!r}") from exc
+
+
+def conversation_sessions(conversation: dict) -> list[tuple[int, datetime, list[dict]]]:
+    numbers = sorted(
+        int(key.split("_")[1])
+        for key in conversation
+        if re.fullmatch(r"session_\d+", key) and conversation[key]
+    )
+    return [
+        (n, session_date(conversation[f"session_{n}_date_time"]), conversation[f"session_{n}"])
+        for n in numbers
+    ]
+
+
+def _import(sample: dict, run_tag: str) -> tuple[int, set[str]]:
+    """One conversation into its own scope; returns the scope id and the dia_ids stored."""
+    from memory.models import ScopeKind
+    from memory.services.scopes import scope_ensure
+    from memory.services.timeline import TurnInput, session_start, turns_record
+
+    scope = scope_ensure(
+        kind=ScopeKind.PROJECT,
+        key=f"bench/locomo/{run_tag}/{sample['sample_id']}",
+        label=f"LoCoMo {sample['sample_id']}",
+    )
+    stored = set()
+    for number, date, turns in conversation_sessions(sample["conversation"]):
+        session = session_start(
+            runtime="locomo-bench",
+            external_id=f"{run_tag}/{sample['sample_id']}/session_{number}",
+            scope_id=scope.pk,
+            started_at=date,
+        )
+        inputs = []
+        for turn in turns:
+            text = turn["text"]
+            if turn.get("blip_caption"):
+                text = f"{text} and shared {turn['blip_caption']}"
+            inputs.append(
+                TurnInput(
+                    role="user",
+                    speaker=turn["speaker"],
+                    content=text,
+                    occurred_at=date,
+                    meta={"dia_id": turn["dia_id"]},
+                )
+            )
+            stored.add(turn["dia_id"])
+        turns_record(session_id=session.pk, turns=inputs)
+    return scope.pk, stored
+
+
+def _session_of(dia_id: str) -> str:
+    return dia_id.split(":")[0]
+
+
+def _percent(values: list[float]) -> float:
+    return 100.0 * sum(values) / len(values) if values else 0.0
+
+
+def evaluate(samples: list[dict], *, run_tag: str, out) -> dict:
+    """Import, ask every question, and return the figures (also printed to `out`)."""
+    from memory.search import turn_search
+
+    rows = []
+    latencies = []
+    for sample in samples:
+        started = time.perf_counter()
+        scope_id, stored = _import(sample, run_tag)
+        out(
+            f"  imported {sample['sample_id']}: {len(stored)} turns "
+            f"in {time.perf_counter() - started:.1f} s"
+        )
+        for qa in sample["qa"]:
+            gold = [dia for dia in evidence_normalise(qa.get("evidence")) if dia in stored]
+            if not gold:
+                continue
+            began = time.perf_counter()
+            hits = turn_search(query=qa["question"], scope_ids=[scope_id], limit=max(KS))
+            latencies.append((time.perf_counter() - began) * 1000)
+            ranked = [hit.turn.meta.get("dia_id") for hit in hits]
+            rows.append((qa.get("category"), gold, ranked))
+    return _figures(rows, latencies)
+
+
+def _figures(rows, latencies) -> dict:
+    def recalls(subset):
+        turn_level = {
+            k: _percent([len(set(g) & set(r[:k])) / len(g) for _, g, r in subset]) for k in KS
+        }
+        session_level = {}
+        for k in SESSION_KS:
+            values = []
+            for _, gold, ranked in subset:
+                gold_sessions = {_session_of(dia) for dia in gold}
+                found = {_session_of(dia) for dia in ranked[:k] if dia}
+                values.append(len(gold_sessions & found) / len(gold_sessions))
+            session_level[k] = _percent(values)
+        reciprocal = []
+        for _, gold, ranked in subset:
+            rank = next((i for i, dia in enumerate(ranked, start=1) if dia in gold), None)
+            reciprocal.append(1.0 / rank if rank else 0.0)
+        return turn_level, session_level, _percent(reciprocal)
+
+    overall = recalls(rows)
+    per_category = {
+        name: recalls([row for row in rows if row[0] == number])
+        for number, name in CATEGORIES.items()
+        if any(row[0] == number for row in rows)
+    }
+    ordered = sorted(latencies) or [0.0]
+    return {
+        "questions": len(rows),
+        "overall": overall,
+        "categories": per_category,
+        "p50_ms": statistics.median(ordered),
+        "p95_ms": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
+    }
+
+
+def figures_print(figures: dict, out) -> None:
+    recall, session, mrr = figures["overall"]
+    out(f"LoCoMo turn-level retrieval: {figures['questions']} scorable questions")
+    out("")
+    header = f"{'retriever':<34}" + "".join(f"{'R@' + str(k):>7}" for k in KS)
+    out(header + "".join(f"{'S@' + str(k):>7}" for k in SESSION_KS) + f"{'MRR':>7}")
+    out(
+        f"{'Tideline turn_search':<34}"
+        + "".join(f"{recall[k]:7.1f}" for k in KS)
+        + "".join(f"{session[k]:7.1f}" for k in SESSION_KS)
+        + f"{mrr:7.1f}"
+    )
+    for name, values in PUBLISHED:
+        out(f"{name:<34}" + "".join(f"{value:7.1f}" for value in values))
+    out("")
+    out(
+        f"{'category (n)':<34}"
+        + "".join(f"{'R@' + str(k):>7}" for k in KS)
+        + f"{'S@5':>7}{'MRR':>7}{'DRAGON R@5':>12}"
+    )
+    for name, (cat_recall, cat_session, cat_mrr) in figures["categories"].items():
+        out(
+            f"{name:<34}"
+            + "".join(f"{cat_recall[k]:7.1f}" for k in KS)
+            + f"{cat_session[5]:7.1f}{cat_mrr:7.1f}{DRAGON_R5[name]:12.1f}"
+        )
+    out("")
+    out(
+        f"query latency (turn_search incl. query embedding): p50 {figures['p50_ms']:.1f} ms, "
+        f"p95 {figures['p95_ms']:.1f} ms"
+    )
+
+
+def run(command, options) -> None:
+    path = Path(options["data"])
+    if not path.is_file():
+        raise CommandError(f"no LoCoMo file at {path}")
+    try:
+        samples = json.loads(path.read_text())
+    except ValueError as exc:
+        raise CommandError(f"{path} is not JSON: {exc}") from exc
+    if not isinstance(samples, list) or not all("conversation" in s and "qa" in s for s in samples):
+        raise CommandError(f"{path} is not in LoCoMo format (a list of conversations with qa)")
+    if options["conversations"]:
+        samples = samples[: options["conversations"]]
+    out = command.stdout.write
+    run_tag = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    old_name = None
+    if not options["in_place"]:
+        out("creating a scratch database (nothing is written to the configured store)…")
+        old_name = connection.settings_dict["NAME"]
+        connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    try:
+        started = time.perf_counter()
+        figures = evaluate(samples, run_tag=run_tag, out=out)
+        out(f"  total {time.perf_counter() - started:.0f} s")
+        out("")
+        figures_print(figures, out)
+    finally:
+        if old_name is not None:
+            connection.creation.destroy_test_db(old_name, verbosity=0)

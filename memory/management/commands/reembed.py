@@ -1,0 +1,39 @@
+"""`manage.py reembed [--all]`: back-fill embeddings that are missing, failed or from another model."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from memory.services.embedding import embedder_get, embeddings_backfill
+
+
+class Command(BaseCommand):
+    help = (
+        "Embed every memory and turn that needs it (never embedded, failed, or embedded by a "
+        "different model than the configured one); --all re-embeds everything."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--all", action="store_true", help="re-embed every row")
+        parser.add_argument("--batch", type=int, default=500, help="rows per progress step")
+
+    def handle(self, *args, all: bool, batch: int, **options) -> None:
+        if batch < 1:
+            raise CommandError("--batch must be positive")
+        try:
+            embedder = embedder_get()
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        if embedder is None:
+            self.stdout.write(
+                "TIDELINE_EMBEDDER is none: nothing to embed (search is keyword-only)"
+            )
+            return
+        self.stdout.write(f"embedding with {embedder.model_id}")
+
+        def progress(label: str, done: int, total: int) -> None:
+            self.stdout.write(f"  {label}: {done}/{total}")
+
+        counts = embeddings_backfill(force=all, batch=batch, progress=progress)
+        self.stdout.write(
+            f"embedded {counts['memories']} memories and {counts['turns']} turns"
+            " (rows that failed stay marked for the next run)"
+        )

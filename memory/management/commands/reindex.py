@@ -1,0 +1,33 @@
+"""`manage.py reindex [--check]`: find and repair drift between stored rows and the search index."""
+
+from django.core.management.base import BaseCommand
+from django.db import connection
+
+from memory.search.maintenance import search_index_check
+
+
+class Command(BaseCommand):
+    help = "Detect drift between memories/turns and the FTS5 search index, and repair it."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument(
+            "--check", action="store_true", help="only report drift; change nothing"
+        )
+
+    def handle(self, *args, check: bool, **options) -> None:
+        if connection.vendor != "sqlite":
+            self.stdout.write(
+                f"{connection.vendor}: no persistent lexical index to check; search terms are "
+                "computed in each process from the stored text."
+            )
+            return
+        drifts = search_index_check(repair=not check)
+        for drift in drifts:
+            state = "clean" if drift.clean else ("drift found" if check else "repaired")
+            self.stdout.write(
+                f"{drift.kind:<7} {state}: {len(drift.missing)} missing, "
+                f"{len(drift.orphaned)} orphaned, {len(drift.stale)} stale, "
+                f"trigram index {'ok' if drift.trigram_ok else 'rebuilt' if not check else 'damaged'}"
+            )
+        if check and not all(drift.clean for drift in drifts):
+            self.stdout.write("run `manage.py reindex` to repair")

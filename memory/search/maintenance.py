@@ -1,0 +1,128 @@
+"""Detect and repair drift between the stored rows and the persistent search index.
+
+Triggers keep the FTS5 tables in step with every write, so drift means something outside Tideline
+touched the tables, a restore skipped them, or the tokeniser changed between versions. The check
+compares every memory and turn with its word-index row (missing, orphaned, or holding other terms
+than the current tokeniser produces) and runs FTS5's integrity check on the trigram indexes.
+Repairs rewrite exactly the drifted rows and log them to the change log, so every running
+process's in-memory index picks them up on its next query.
+"""
+
+from dataclasses import dataclass, field
+
+from django.db import connection, transaction
+
+from memory.models import Actor, AuditAction
+from memory.search import schema
+from memory.search.text import text_tokens
+from memory.services.audit import audit_record
+
+CHUNK = 1000
+
+
+@dataclass
+class Drift:
+    kind: str
+    missing: list[int] = field(default_factory=list)
+    orphaned: list[int] = field(default_factory=list)
+    stale: list[int] = field(default_factory=list)
+    trigram_ok: bool = True
+
+    @property
+    def clean(self) -> bool:
+        return not (self.missing or self.orphaned or self.stale) and self.trigram_ok
+
+
+KINDS = {
+    "memory": {
+        "source": "memory_memory",
+        "text": "search_text",
+        "word": schema.MEMORY_WORD,
+        "trigram": schema.MEMORY_TRIGRAM,
+    },
+    "turn": {
+        "source": "memory_contextturn",
+        "text": schema.TURN_TEXT.format(row="memory_contextturn"),
+        "word": schema.TURN_WORD,
+        "trigram": schema.TURN_TRIGRAM,
+    },
+}
+
+
+def _check(kind: str) -> Drift:
+    spec = KINDS[kind]
+    drift = Drift(kind=kind)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id, {spec['text']} FROM {spec['source']} ORDER BY id")
+        source = dict(cursor.fetchall())
+        cursor.execute(f"SELECT rowid, tokens FROM {spec['word']}")
+        indexed = dict(cursor.fetchall())
+        try:
+            cursor.execute(
+                f"INSERT INTO {spec['trigram']}({spec['trigram']}) VALUES ('integrity-check')"
+            )
+        except Exception:
+            drift.trigram_ok = False
+    drift.missing = sorted(set(source) - set(indexed))
+    drift.orphaned = sorted(set(indexed) - set(source))
+    drift.stale = sorted(
+        pk
+        for pk, text in source.items()
+        if pk in indexed and indexed[pk] != text_tokens(text or "")
+    )
+    return drift
+
+
+def _repair(drift: Drift) -> None:
+    spec = KINDS[drift.kind]
+    rewrite = drift.missing + drift.stale
+    with connection.cursor() as cursor:
+        for ids in (drift.orphaned, drift.stale):
+            for start in range(0, len(ids), CHUNK):
+                chunk = ids[start : start + CHUNK]
+                marks = ",".join(["%s"] * len(chunk))
+                cursor.execute(f"DELETE FROM {spec['word']} WHERE rowid IN ({marks})", chunk)
+        for start in range(0, len(rewrite), CHUNK):
+            chunk = rewrite[start : start + CHUNK]
+            marks = ",".join(["%s"] * len(chunk))
+            cursor.execute(
+                f"INSERT INTO {spec['word']}(rowid, tokens) "
+                f"SELECT id, {schema.TOKENS_FUNCTION}({spec['text']}) FROM {spec['source']} "
+                f"WHERE id IN ({marks})",
+                chunk,
+            )
+            cursor.executemany(
+                f"INSERT INTO {schema.CHANGE_TABLE}(kind, row_id) VALUES (%s, %s)",
+                [(drift.kind, pk) for pk in chunk],
+            )
+        if not drift.trigram_ok:
+            cursor.execute(f"INSERT INTO {spec['trigram']}({spec['trigram']}) VALUES ('rebuild')")
+
+
+def search_index_check(*, repair: bool = False, actor: str = Actor.SYSTEM) -> list[Drift]:
+    """The drift of each kind of document; with `repair`, fixed in one transaction (and audited)."""
+    if connection.vendor != "sqlite":
+        # No persistent lexical index outside SQLite: terms are computed when a process loads.
+        return []
+    with transaction.atomic():
+        drifts = [_check(kind) for kind in KINDS]
+        if repair and not all(drift.clean for drift in drifts):
+            for drift in drifts:
+                if not drift.clean:
+                    _repair(drift)
+            audit_record(
+                actor=actor,
+                action=AuditAction.UPDATE,
+                target_type="search_index",
+                reason="search index drift repaired",
+                after={
+                    drift.kind: {
+                        "missing": len(drift.missing),
+                        "orphaned": len(drift.orphaned),
+                        "stale": len(drift.stale),
+                        "trigram_rebuilt": not drift.trigram_ok,
+                    }
+                    for drift in drifts
+                },
+            )
+    return drifts
