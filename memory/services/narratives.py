@@ -9,6 +9,7 @@ from django.utils import timezone
 from memory.models import (
     Actor,
     AuditAction,
+    EmbeddingStatus,
     ExpiredBy,
     MemoryStatus,
     MemoryType,
@@ -29,7 +30,7 @@ from memory.services.consolidation import (
     near_duplicate_find,
     statuses,
 )
-from memory.services.embedding import embedding_schedule
+from memory.services.embedding import embedding_schedule, vector_to_bytes
 from memory.services.errors import InvalidInput
 from memory.services.evidence import evidence_link, evidence_validate
 from memory.services.gate import GateVerdict, gate_check
@@ -344,6 +345,18 @@ def narrative_commit(
     if data.supersedes_id is not None and live:
         old = Narrative.objects.get(pk=data.supersedes_id)
         narrative.supersedes = old
+    embedded = prepared.embedded
+    # The vector computed for the duplicate check is this row's embedding: store it, not twice.
+    has_vector = (
+        live
+        and embedded is not None
+        and embedded.vector is not None
+        and embedded.text == narrative.compose_search_text()
+    )
+    if has_vector:
+        narrative.embedding = vector_to_bytes(embedded.vector)
+        narrative.embedding_model = embedded.model_id
+        narrative.embedding_status = EmbeddingStatus.READY
     narrative.save()
     NarrativeTag.objects.bulk_create(
         [NarrativeTag(narrative=narrative, tag=tag) for tag in tags_normalise(tags)]
@@ -397,7 +410,8 @@ def narrative_commit(
         },
         request_id=request_id,
     )
-    embedding_schedule(memory_ids=[narrative.pk])
+    if not has_vector:
+        embedding_schedule(memory_ids=[narrative.pk])
     return narrative
 
 

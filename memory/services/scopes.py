@@ -269,3 +269,16 @@ def scope_resolve(
         key = (git_remote_normalise(remote) if remote else None) or _path_key(str(root))
         return (_project(key, create=create) if key else None) or scope_global()
     return _registered_project_for(path) or scope_global()
+
+
+def project_root(*, cwd: str | None) -> str | None:
+    """The directory a project's memories depend on: the repository root around cwd, or the
+    registered project path containing it. None outside any project."""
+    path = _path_key(cwd) if isinstance(cwd, str) else None
+    if path is None or not os.path.isdir(path):
+        return None
+    root = _repository_root(Path(path))
+    if root is not None:
+        return _path_key(str(root))
+    registered = _registered_project_for(path)
+    return registered.key if registered is not None else None

@@ -1,0 +1,86 @@
+"""`manage.py context --query Q [--cwd DIR]`: what memory would give an agent working in DIR.
+
+The caller's scope comes from DIR (its git remote or path), fail-closed: a project sees itself,
+its workspace and global; anywhere else sees global only. Dependencies are checked first, so a
+deleted project's memories never come back.
+"""
+
+import os
+from datetime import datetime
+
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from memory.models import Scope
+from memory.search import memory_search
+from memory.services.errors import TidelineError
+from memory.services.maintenance import dependencies_check
+from memory.services.scopes import scope_resolve, scope_visible_ids
+
+
+def as_of_parse(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    moment = parse_datetime(value)
+    if moment is None:
+        raise CommandError(f"--as-of {value!r} is not an ISO date-time (2026-01-31T12:00:00Z)")
+    return moment if timezone.is_aware(moment) else timezone.make_aware(moment)
+
+
+class Command(BaseCommand):
+    help = "Recall the memories relevant to a query, as an agent in --cwd would get them."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--query", required=True)
+        parser.add_argument("--cwd", default=None, help="directory the agent works in (default: .)")
+        parser.add_argument(
+            "--scope",
+            default=None,
+            help="explicit scope: global, workspace, project:<remote or path>, or an id",
+        )
+        parser.add_argument("--limit", type=int, default=10)
+        parser.add_argument("--as-of", default=None, help="what was valid at this ISO time")
+
+    def handle(
+        self,
+        *args,
+        query: str,
+        cwd: str | None,
+        scope: str | None,
+        limit: int,
+        as_of: str | None,
+        **options,
+    ) -> None:
+        moment = as_of_parse(as_of)
+        caller = scope_resolve(cwd=cwd or os.getcwd(), explicit=scope, create=False)
+        visible = scope_visible_ids(scope=caller)
+        labels = dict(Scope.objects.filter(pk__in=visible).values_list("pk", "label"))
+        check = dependencies_check(scope_ids=visible)
+        try:
+            hits = memory_search(
+                query=query,
+                scope_ids=visible,
+                limit=limit,
+                as_of=moment,
+                activation_source="cli_context",
+            )
+        except TidelineError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(
+            f"scope: [{caller.label}] · visible: "
+            + ", ".join(f"[{labels[pk]}]" for pk in visible if pk in labels)
+        )
+        if check.expired:
+            self.stdout.write(
+                f"expired {check.expired} memor{'y' if check.expired == 1 else 'ies'} whose "
+                f"dependency is gone ({check.elapsed_ms:.1f} ms)"
+            )
+        if not hits:
+            self.stdout.write("no memories match")
+        for hit in hits:
+            memory = hit.memory
+            self.stdout.write(
+                f"- #{memory.pk} [{labels.get(memory.scope_id, '?')}] {memory.summary} "
+                f"(score {hit.score:.3f})"
+            )
