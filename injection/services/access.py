@@ -90,6 +90,24 @@ def apikey_create(
     return key, raw
 
 
+def apikey_revoke(*, prefix: str, actor: str = Actor.OWNER, reason: str = "") -> ApiKey:
+    with transaction.atomic():
+        key = ApiKey.objects.select_for_update().filter(prefix=prefix).first()
+        if key is None:
+            raise NotFound(f"no API key with prefix {prefix!r}")
+        if key.revoked_at is not None:
+            raise InvalidInput(f"key {prefix} is already revoked")
+        key.revoked_at = timezone.now()
+        key.save(update_fields=["revoked_at"])
+        audit_record(
+            actor=actor,
+            action=AuditAction.EXPIRE,
+            target=key,
+            reason=reason or "API key revoked",
+        )
+    return key
+
+
 def apikey_authenticate(*, raw: str) -> Principal | None:
     """The principal behind a presented key, or None for a missing, unknown or revoked key."""
     raw = (raw or "").strip()
