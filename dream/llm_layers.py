@@ -49,7 +49,7 @@ from memory.services.audit import audit_record
 from memory.services.embedding import vector_from_bytes
 from memory.services.errors import InvalidInput, NotFound
 from memory.services.facts import FactInput, fact_write
-from memory.services.llm import LLMConfig, LLMReply, llm_complete_json
+from memory.services.llm import LLMConfig, LLMReply, LLMUnavailable, llm_complete_json
 from memory.services.narratives import NarrativeInput, narrative_reweigh, narrative_write
 from memory.services.scopes import scope_global, scope_visible_ids
 from memory.services.self_concept import self_concept_write
@@ -309,7 +309,12 @@ def solidify_layer(*, chunks: list[Chunk], day: date, config: LLMConfig) -> Laye
         if not still_unindexed:
             continue
         outcome.detail["asked"] += 1
-        data = _ask("solidify", _chunk_material(chunk), config=config, outcome=outcome)
+        try:
+            data = _ask("solidify", _chunk_material(chunk), config=config, outcome=outcome)
+        except LLMUnavailable as exc:
+            # The chunks not yet asked stay unindexed and are offered again on the next run.
+            outcome.rejected.append(f"chunk of session {chunk.session_id}: {exc}")
+            break
         try:
             inputs = solidify_validate(data, turn_ids=set(chunk.turn_ids), scope_id=chunk.scope_id)
         except AnswerInvalid as exc:
