@@ -1,0 +1,173 @@
+"""Importing past sessions: Claude Code JSONL transcripts, Hermes session files, generic JSONL.
+
+Parsers are pure (text in, sessions out); `session_import` writes one parsed session through the
+timeline services. Every turn carries a stable id from its source (the transcript's uuid, or the
+session and position), so importing the same files again adds nothing.
+"""
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from django.utils.dateparse import parse_datetime
+
+from injection.hooks.claude_code import text_of, transcript_turns
+from injection.services.sync import SessionRef, SyncResult, session_open, turns_sync
+from memory.models import Actor
+from memory.services.errors import InvalidInput
+from memory.services.scopes import scope_resolve
+from memory.services.timeline import TURN_MAX_CHARS, TurnInput
+
+FORMATS = ("claude", "hermes", "jsonl")
+IMPORTED_ROLES = ("user", "assistant")
+
+
+@dataclass
+class ParsedSession:
+    runtime: str
+    external_id: str
+    cwd: str = ""
+    turns: list[TurnInput] = field(default_factory=list)
+
+
+def _when(value) -> datetime | None:
+    if isinstance(value, (int, float)):
+        return datetime.fromtimestamp(value, tz=UTC)
+    if isinstance(value, str) and value:
+        try:
+            return parse_datetime(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return None
+
+
+def _turn(role: str, content: str, turn_id: str, when) -> TurnInput:
+    return TurnInput(
+        role=role,
+        content=content[:TURN_MAX_CHARS],
+        occurred_at=_when(when),
+        meta={"external_id": turn_id[:200]},
+    )
+
+
+def claude_parse(path: Path) -> Iterator[ParsedSession]:
+    """One Claude Code transcript (~/.claude/projects/<project>/<session>.jsonl)."""
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    session_id, cwd = path.stem, ""
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            session_id = str(entry.get("sessionId") or session_id)
+            cwd = cwd or str(entry.get("cwd") or "")
+            if cwd and entry.get("sessionId"):
+                break
+    turns = [
+        _turn(t["role"], t["content"], t["turn_id"] or f"{session_id}:{n}", t["occurred_at"])
+        for n, t in enumerate(transcript_turns(lines))
+    ]
+    yield ParsedSession(runtime="claude_code", external_id=session_id, cwd=cwd, turns=turns)
+
+
+def hermes_parse(path: Path) -> Iterator[ParsedSession]:
+    """A Hermes Agent session file: {"session_id", "messages": [{"role", "content", ...}], ...}."""
+    data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+        raise InvalidInput(f"{path.name}: not a Hermes session (no messages list)")
+    session_id = str(data.get("session_id") or path.stem)
+    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    cwd = str(data.get("cwd") or metadata.get("cwd") or "")
+    turns = []
+    for n, message in enumerate(data["messages"]):
+        if not isinstance(message, dict) or message.get("role") not in IMPORTED_ROLES:
+            continue
+        text = text_of(message.get("content")).strip()
+        if text:
+            when = message.get("timestamp") or message.get("created_at")
+            turns.append(_turn(message["role"], text, f"{session_id}:{n}", when))
+    yield ParsedSession(runtime="hermes", external_id=session_id, cwd=cwd, turns=turns)
+
+
+def jsonl_parse(path: Path) -> Iterator[ParsedSession]:
+    """Generic JSONL, one turn per line: {"session", "role", "content", "ts", "cwd"?, "id"?}."""
+    sessions: dict[str, ParsedSession] = {}
+    for number, line in enumerate(
+        path.read_text(encoding="utf-8", errors="replace").splitlines(), 1
+    ):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise InvalidInput(f"{path.name} line {number}: not JSON") from exc
+        if not isinstance(row, dict) or not row.get("session") or not row.get("content"):
+            raise InvalidInput(f"{path.name} line {number}: needs session, role and content")
+        if row.get("role") not in ("user", "assistant", "system", "tool"):
+            raise InvalidInput(f"{path.name} line {number}: unknown role {row.get('role')!r}")
+        name = str(row["session"])[:200]
+        session = sessions.setdefault(
+            name, ParsedSession(runtime="generic", external_id=name, cwd=str(row.get("cwd") or ""))
+        )
+        turn_id = str(row.get("id") or f"{name}:{len(session.turns)}")
+        session.turns.append(_turn(row["role"], text_of(row["content"]), turn_id, row.get("ts")))
+    yield from sessions.values()
+
+
+PARSERS = {"claude": claude_parse, "hermes": hermes_parse, "jsonl": jsonl_parse}
+
+
+def format_guess(path: Path) -> str:
+    """hermes for .json; claude for transcripts (every line has a "type"); else generic JSONL."""
+    if path.suffix == ".json":
+        return "hermes"
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict) and "session" in row and "role" in row:
+                return "jsonl"
+            if isinstance(row, dict) and "type" in row:
+                return "claude"
+    return "jsonl"
+
+
+def files_collect(paths: Iterable[str]) -> list[Path]:
+    found = []
+    for name in paths:
+        path = Path(name).expanduser()
+        if path.is_dir():
+            found.extend(sorted(p for p in path.rglob("*") if p.suffix in (".jsonl", ".json")))
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise InvalidInput(f"{name}: no such file or directory")
+    return found
+
+
+def session_import(
+    *, parsed: ParsedSession, scope_override: str = "", actor: str = Actor.OWNER
+) -> SyncResult:
+    """Record one parsed session in the scope of its own cwd (or the override), skipping every
+    turn already imported."""
+    if scope_override:
+        scope = scope_resolve(explicit=scope_override)
+    else:
+        scope = scope_resolve(cwd=parsed.cwd or None)
+    session = session_open(
+        ref=SessionRef(
+            runtime=parsed.runtime,
+            external_id=parsed.external_id,
+            scope_id=scope.pk,
+            cwd=parsed.cwd,
+        ),
+        actor=actor,
+    )
+    if not parsed.turns:
+        return SyncResult(session=session, recorded=[], skipped=0, captured=True)
+    return turns_sync(session=session, turns=parsed.turns, actor=actor)

@@ -1,0 +1,128 @@
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from memory.models import ContextTurn, Session
+
+
+def _write_lines(path, rows):
+    path.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    return path
+
+
+@pytest.fixture
+def sessions_dir(tmp_path, project_dir):
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    _write_lines(
+        folder / "claude.jsonl",
+        [
+            {"type": "summary", "summary": "x"},
+            {
+                "type": "user",
+                "uuid": "u1",
+                "sessionId": "cc-s",
+                "cwd": str(project_dir),
+                "timestamp": "2026-11-01T09:00:00Z",
+                "message": {"role": "user", "content": "why is the parser slow?"},
+            },
+            {
+                "type": "assistant",
+                "uuid": "a1",
+                "sessionId": "cc-s",
+                "cwd": str(project_dir),
+                "timestamp": "2026-11-01T09:00:09Z",
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "It re-reads."}],
+                },
+            },
+            {
+                "type": "assistant",
+                "uuid": "x1",
+                "sessionId": "cc-s",
+                "isSidechain": True,
+                "message": {"role": "assistant", "content": "subagent work"},
+            },
+        ],
+    )
+    (folder / "hermes.json").write_text(
+        json.dumps(
+            {
+                "session_id": "h-1",
+                "cwd": "/nowhere/at/all",
+                "messages": [
+                    {"role": "system", "content": "you are hermes"},
+                    {
+                        "role": "user",
+                        "content": "remember my editor is helix",
+                        "timestamp": 1764000000,
+                    },
+                    {"role": "assistant", "content": "Noted."},
+                    {"role": "tool", "content": "{}"},
+                ],
+            }
+        )
+    )
+    _write_lines(
+        folder / "generic.jsonl",
+        [
+            {"session": "g-1", "role": "user", "content": "first", "ts": "2026-10-01T08:00:00Z"},
+            {"session": "g-2", "role": "user", "content": "other session"},
+            {"session": "g-1", "role": "assistant", "content": "second"},
+        ],
+    )
+    return folder
+
+
+def test_it_imports_each_format_into_its_scope_and_is_idempotent(db, sessions_dir, project):
+    out = StringIO()
+    call_command("import_sessions", str(sessions_dir), stdout=out, stderr=StringIO())
+    call_command("import_sessions", str(sessions_dir), stdout=out, stderr=StringIO())
+
+    claude = Session.objects.get(runtime="claude_code", external_id="cc-s")
+    assert claude.scope == project
+    assert [t.content for t in claude.turns.order_by("seq")] == [
+        "why is the parser slow?",
+        "It re-reads.",
+    ]
+    assert claude.turns.first().occurred_at.isoformat() == "2026-11-01T09:00:00+00:00"
+    hermes = Session.objects.get(runtime="hermes", external_id="h-1")
+    assert hermes.scope.kind == "global"
+    assert [t.role for t in hermes.turns.order_by("seq")] == ["user", "assistant"]
+    assert Session.objects.get(external_id="g-1").turns.count() == 2
+    assert ContextTurn.objects.count() == 7
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("4 session(s): 7 turn(s) imported, 0 already present")
+    assert lines[1].startswith("4 session(s): 0 turn(s) imported, 7 already present")
+
+
+def test_it_refuses_a_missing_path(db):
+    with pytest.raises(CommandError, match="no such file"):
+        call_command("import_sessions", "/no/such/place")
+
+
+def test_it_reports_a_broken_file_and_keeps_going(db, tmp_path):
+    (tmp_path / "bad.jsonl").write_text('{"session": "s", "role": "robot", "content": "x"}\n')
+    _write_lines(tmp_path / "good.jsonl", [{"session": "ok", "role": "user", "content": "fine"}])
+    out, err = StringIO(), StringIO()
+
+    call_command("import_sessions", str(tmp_path), "--format", "jsonl", stdout=out, stderr=err)
+
+    assert "unknown role 'robot'" in err.getvalue()
+    assert "1 turn(s) imported" in out.getvalue() and "1 file(s) failed" in out.getvalue()
+
+
+def test_it_puts_everything_in_an_explicit_scope(db, sessions_dir, other_project, other_dir):
+    call_command(
+        "import_sessions",
+        str(sessions_dir / "generic.jsonl"),
+        "--scope",
+        f"project:{other_dir}",
+        stdout=StringIO(),
+        stderr=StringIO(),
+    )
+
+    assert set(Session.objects.values_list("scope", flat=True)) == {other_project.pk}
