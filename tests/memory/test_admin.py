@@ -1,4 +1,5 @@
 import pytest
+from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth.models import Group
 from django.test import RequestFactory
@@ -139,6 +140,7 @@ def test_it_renders_every_registered_model_and_offers_delete_nowhere(
         else:
             assert owner_client.get(admin_url(model, "add")).status_code == 403, name
     assert "delete_selected" not in dict(admin.site.actions)
+    assert set(apps.get_app_config("memory").get_models()) <= set(admin.site._registry)
 
 
 def test_it_leads_the_fact_list_with_the_summary_and_folds_the_raw_keys(
