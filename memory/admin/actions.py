@@ -1,57 +1,37 @@
 """The owner's lifecycle actions. Each one calls `memory.services.lifecycle` per selected memory, so
-every change is its own transaction with its own audit row (actor owner, reason naming the admin)."""
+every change is its own transaction with its own audit row (actor owner, reason naming the admin).
+The same calls back the buttons on a memory's own page."""
 
 from django.contrib import admin
 
 from memory.admin.base import owner_apply
 from memory.services.lifecycle import memory_expire, memory_restore, memory_set_pinned
 
-
-def _ids(queryset) -> list[int]:
-    return list(queryset.values_list("pk", flat=True))
-
-
-@admin.action(
-    description="Expire (Tideline's delete: kept and audited, no longer recalled)",
-    permissions=["owner_action"],
-)
-def expire(modeladmin, request, queryset) -> None:
-    owner_apply(
-        request,
-        ids=_ids(queryset),
-        verb="expired",
-        call=lambda pk, **kw: memory_expire(memory_id=pk, **kw),
-    )
+# verb → (what the owner is told was done, the service call for one memory)
+LIFECYCLE_CALLS = {
+    "expire": ("expired", lambda pk, **kw: memory_expire(memory_id=pk, **kw)),
+    "restore": ("restored", lambda pk, **kw: memory_restore(memory_id=pk, **kw)),
+    "pin": ("pinned", lambda pk, **kw: memory_set_pinned(memory_id=pk, pinned=True, **kw)),
+    "unpin": ("unpinned", lambda pk, **kw: memory_set_pinned(memory_id=pk, pinned=False, **kw)),
+}
 
 
-@admin.action(description="Restore to active", permissions=["owner_action"])
-def restore(modeladmin, request, queryset) -> None:
-    owner_apply(
-        request,
-        ids=_ids(queryset),
-        verb="restored",
-        call=lambda pk, **kw: memory_restore(memory_id=pk, **kw),
-    )
+def lifecycle_apply(request, *, verb: str, ids: list[int]) -> int:
+    done, call = LIFECYCLE_CALLS[verb]
+    return owner_apply(request, ids=ids, verb=done, call=call)
 
 
-@admin.action(description="Pin (never decays, never merged away)", permissions=["owner_action"])
-def pin(modeladmin, request, queryset) -> None:
-    owner_apply(
-        request,
-        ids=_ids(queryset),
-        verb="pinned",
-        call=lambda pk, **kw: memory_set_pinned(memory_id=pk, pinned=True, **kw),
-    )
+def _action(verb: str, description: str):
+    def action(modeladmin, request, queryset) -> None:
+        lifecycle_apply(request, verb=verb, ids=list(queryset.values_list("pk", flat=True)))
+
+    action.__name__ = verb
+    return admin.action(description=description, permissions=["owner_action"])(action)
 
 
-@admin.action(description="Unpin", permissions=["owner_action"])
-def unpin(modeladmin, request, queryset) -> None:
-    owner_apply(
-        request,
-        ids=_ids(queryset),
-        verb="unpinned",
-        call=lambda pk, **kw: memory_set_pinned(memory_id=pk, pinned=False, **kw),
-    )
-
-
-LIFECYCLE_ACTIONS = [expire, restore, pin, unpin]
+LIFECYCLE_ACTIONS = [
+    _action("expire", "Expire (Tideline's delete: kept and audited, no longer recalled)"),
+    _action("restore", "Restore to active"),
+    _action("pin", "Pin (never decays, never merged away)"),
+    _action("unpin", "Unpin"),
+]

@@ -4,13 +4,19 @@ each list leading with its human summary."""
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+)
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
-from memory.admin.actions import LIFECYCLE_ACTIONS
+from memory.admin.actions import LIFECYCLE_ACTIONS, LIFECYCLE_CALLS, lifecycle_apply
 from memory.admin.base import ReadOnlyAdmin, ReadOnlyInline, owner_reason
 from memory.admin.display import (
     LIFECYCLE_TITLE,
@@ -35,6 +41,7 @@ from memory.models import (
 from memory.models.memories import FACT_VALUE_MAX_CHARS
 from memory.services.errors import TidelineError
 from memory.services.facts import FactInput, fact_write
+from memory.services.lifecycle import RESTORABLE
 
 LIFECYCLE_FIELDS = (
     "status_line",
@@ -75,6 +82,9 @@ class EvidenceInline(ReadOnlyInline):
     def turn_text(self, evidence: Evidence) -> str:
         return evidence.turn.content[:300]
 
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("turn")
+
 
 class MemoryAdminBase(ReadOnlyAdmin):
     list_display = ("summary_line", "kind_line", "status_line", "pinned", "recorded_at")
@@ -96,6 +106,48 @@ class MemoryAdminBase(ReadOnlyAdmin):
     )
     main_fields: tuple = ()
     extra_raw_fields: tuple = ()
+    change_form_template = "admin/memory/memory_change_form.html"
+
+    def get_urls(self):
+        opts = self.opts
+        return [
+            path(
+                "<int:memory_id>/lifecycle/<str:verb>/",
+                self.admin_site.admin_view(self.lifecycle_view),
+                name=f"{opts.app_label}_{opts.model_name}_lifecycle",
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url="", extra_context=None):
+        memory = self.get_object(request, object_id)
+        buttons = []
+        if memory is not None and self.has_owner_action_permission(request):
+            opts = self.opts
+            name = f"admin:{opts.app_label}_{opts.model_name}_lifecycle"
+            verbs = [
+                *(["expire"] if memory.status != MemoryStatus.EXPIRED else []),
+                *(["restore"] if memory.status in RESTORABLE else []),
+                "unpin" if memory.pinned else "pin",
+            ]
+            buttons = [(reverse(name, args=[memory.pk, verb]), verb) for verb in verbs]
+        return super().change_view(
+            request, object_id, form_url, {**(extra_context or {}), "lifecycle_buttons": buttons}
+        )
+
+    def lifecycle_view(self, request: HttpRequest, memory_id: int, verb: str) -> HttpResponse:
+        """The buttons on a memory's own page: the same audited service calls as the actions."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if verb not in LIFECYCLE_CALLS:
+            raise Http404(f"unknown lifecycle action {verb!r}")
+        if not self.has_owner_action_permission(request):
+            raise PermissionDenied
+        lifecycle_apply(request, verb=verb, ids=[memory_id])
+        opts = self.opts
+        return HttpResponseRedirect(
+            reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[memory_id])
+        )
 
     def get_fieldsets(self, request: HttpRequest, obj=None):
         return [

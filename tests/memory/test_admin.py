@@ -329,3 +329,23 @@ def test_it_lists_the_last_dream_runs_on_engine_status(owner_client, db):
     assert "full DREAM" in page and "partial (an LLM layer failed)" in page
     assert "scan ok · combing failed" in page
     assert "1234" in page
+
+
+def test_it_offers_lifecycle_buttons_on_a_memorys_page_through_the_service(
+    owner_client, preference
+):
+    change_url = admin_url(Fact, "change", preference.pk)
+    expire_url = reverse("admin:memory_fact_lifecycle", args=[preference.pk, "expire"])
+    restore_url = reverse("admin:memory_fact_lifecycle", args=[preference.pk, "restore"])
+    page = owner_client.get(change_url).content.decode()
+    assert expire_url in page and restore_url not in page
+    assert owner_client.get(expire_url).status_code == 405
+    baseline = AuditEvent.objects.count()
+    response = owner_client.post(expire_url)
+    assert response.status_code == 302 and response.url == change_url
+    assert AuditEvent.objects.count() == baseline + 1
+    assert AuditEvent.objects.order_by("-id").first().actor == "owner"
+    page = owner_client.get(change_url).content.decode()
+    assert restore_url in page and expire_url not in page
+    unknown = reverse("admin:memory_fact_lifecycle", args=[preference.pk, "erase"])
+    assert owner_client.post(unknown).status_code == 404
