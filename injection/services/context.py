@@ -162,6 +162,7 @@ class Block:
     tokens: int = 0
     budget: int = 0
     skipped: str = ""
+    section_tokens: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {
@@ -170,6 +171,7 @@ class Block:
             "tokens": self.tokens,
             "budget": self.budget,
             "skipped": self.skipped,
+            "section_tokens": self.section_tokens,
             "sections": {
                 section.key: [item.as_dict() for item in section.items] for section in self.sections
             },
@@ -533,11 +535,11 @@ def block_render(*, kind: str, sections: list[Section], budget: int, now: dateti
     closing = f"</{ENVELOPE_TAG}>"
     lines = [opening, ENVELOPE_NOTICE]
     used = tokens_estimate(opening) + tokens_estimate(ENVELOPE_NOTICE) + tokens_estimate(closing)
-    kept_sections = []
+    kept_sections, section_tokens = [], {}
     for section in sections:
         heading = f"## {section.title}"
         heading_cost = tokens_estimate(heading)
-        kept = []
+        kept, spent = [], 0
         for item in section.items:
             line = item.line(now=now)
             cost = tokens_estimate(line) + (0 if kept else heading_cost)
@@ -547,15 +549,22 @@ def block_render(*, kind: str, sections: list[Section], budget: int, now: dateti
                 lines.append(heading)
             lines.append(line)
             used += cost
+            spent += cost
             kept.append(item)
         if kept:
             kept_sections.append(Section(key=section.key, title=section.title, items=kept))
+            section_tokens[section.key] = spent
     if not kept_sections:
         return Block(kind=kind, budget=budget)
     lines.append(closing)
     text = "\n".join(lines)
     return Block(
-        kind=kind, text=text, sections=kept_sections, tokens=tokens_estimate(text), budget=budget
+        kind=kind,
+        text=text,
+        sections=kept_sections,
+        tokens=tokens_estimate(text),
+        budget=budget,
+        section_tokens=section_tokens,
     )
 
 
