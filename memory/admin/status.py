@@ -6,6 +6,7 @@ import json
 from django.apps import apps
 from django.conf import settings
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
@@ -128,6 +129,8 @@ def engine_status_context() -> dict:
 
 
 def engine_status(request: HttpRequest) -> HttpResponse:
+    if not request.user.has_module_perms("memory"):
+        raise PermissionDenied
     context = {
         **admin.site.each_context(request),
         "title": "Engine status",

@@ -267,10 +267,13 @@ def test_it_shows_engine_status_without_the_llm_key(owner_client, fake_llm, ever
     assert "inbox items waiting for flush_inbox" in page
 
 
-def test_it_keeps_engine_status_behind_the_login(client):
+def test_it_keeps_engine_status_behind_the_login(client, django_user_model):
     response = client.get(reverse("engine_status"))
     assert response.status_code == 302
     assert reverse("admin:login") in response.url
+    staff = django_user_model.objects.create_user("helper", password="pw", is_staff=True)
+    client.force_login(staff)
+    assert client.get(reverse("engine_status")).status_code == 403
 
 
 def test_it_shows_a_memorys_history_as_its_audit_trail(owner_client, preference, project_fact):
