@@ -77,7 +77,7 @@ def test_it_stores_junk_as_rejected_with_its_reason_while_the_batch_passes(proje
     for text, reason in JUNK:
         row = Narrative.objects.get(gesture=text)
         assert row.status == MemoryStatus.REJECTED
-        event = AuditEvent.objects.get(target_id=row.pk)
+        event = AuditEvent.objects.get(target_type="narrative", target_id=row.pk)
         assert event.action == "reject" and event.actor == "rule"
         assert str(reason) in event.reason
         assert event.after["gate"] == reason
@@ -96,7 +96,10 @@ def test_it_rejects_a_fact_about_an_unnamed_subject_and_keeps_it(project_scope):
     )
     assert fact.status == MemoryStatus.REJECTED
     assert Fact.objects.filter(status=MemoryStatus.ACTIVE).count() == 0
-    assert AuditEvent.objects.get(target_id=fact.pk).after["gate"] == GateReason.NO_SUBJECT
+    assert (
+        AuditEvent.objects.get(target_type="fact", target_id=fact.pk).after["gate"]
+        == GateReason.NO_SUBJECT
+    )
 
 
 def test_it_lets_the_llm_judge_when_it_answers_in_range(fake_llm, project_scope, settings):
@@ -106,7 +109,7 @@ def test_it_lets_the_llm_judge_when_it_answers_in_range(fake_llm, project_scope,
         data=NarrativeInput(scope_id=project_scope.pk, gesture="archive-manager needs a release")
     )
     assert narrative.status == MemoryStatus.REJECTED
-    event = AuditEvent.objects.get(target_id=narrative.pk)
+    event = AuditEvent.objects.get(target_type="narrative", target_id=narrative.pk)
     assert event.actor == "llm" and event.after["gate"] == "instruction"
     assert (
         "archive-manager needs a release" in fake_llm.requests[0]["body"]["messages"][1]["content"]
@@ -132,7 +135,7 @@ def test_it_falls_back_to_the_rules_on_any_llm_failure(fake_llm, project_scope, 
         data=NarrativeInput(scope_id=project_scope.pk, gesture="你自己改完之后")
     )
     assert narrative.status == MemoryStatus.REJECTED
-    event = AuditEvent.objects.get(target_id=narrative.pk)
+    event = AuditEvent.objects.get(target_type="narrative", target_id=narrative.pk)
     assert event.actor == "rule" and event.after["gate"] == GateReason.INSTRUCTION
     assert len(fake_llm.requests) == 1
     assert integrity_ok()

@@ -1,0 +1,142 @@
+import io
+import json
+import stat
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from memory.models import FactKind
+from memory.services.facts import FactInput, fact_write
+from memory.services.inbox import inbox_capture
+from memory.services.narratives import NarrativeInput, narrative_write
+from memory.services.scopes import scope_global, scope_resolve
+from tests.fakes.llm_server import json_answer, status_answer
+
+
+def run(*args, stdin: str | None = None, monkeypatch=None) -> str:
+    if stdin is not None:
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+    out = StringIO()
+    call_command(*args, stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+def test_it_lists_each_scope_on_its_own(db, make_repo, settings):
+    settings.TIDELINE_WORKSPACE = "laptop"
+    repo = make_repo("archive-manager", "git@github.com:someone/archive-manager.git")
+    other = make_repo("billing", "git@github.com:someone/billing.git")
+    project = scope_resolve(cwd=str(repo))
+    scope_resolve(cwd=str(other))
+    workspace = scope_resolve(explicit="workspace")
+    narrative_write(data=NarrativeInput(scope_id=project.pk, gesture="archive-manager uses zstd"))
+    narrative_write(data=NarrativeInput(scope_id=workspace.pk, gesture="DSH lives in /opt/dsh"))
+    fact_write(
+        data=FactInput(
+            scope_id=scope_global().pk,
+            profile_name="用户",
+            kind=FactKind.PREFERENCE,
+            predicate="responds_in",
+            value="简体中文",
+            summary="[偏好] 用户希望回复用简体中文",
+        )
+    )
+    narrative_write(data=NarrativeInput(scope_id=project.pk, gesture="当前插件要小心"))
+
+    out = run("by_scope", "project", "--cwd", str(repo))
+    assert out.startswith("[项目·archive-manager] 1 active memories")
+    assert "zstd" in out and "DSH" not in out and "简体中文" not in out
+    assert "rejected" in run("by_scope", "project", "--cwd", str(repo), "--status", "all")
+    assert "要小心" in run("by_scope", "project", "--cwd", str(repo), "--status", "rejected")
+    assert "0 active memories" in run("by_scope", "project", "--cwd", str(other))
+    assert "DSH" in run("by_scope", "workspace") and "工作区·laptop" in run("by_scope", "workspace")
+    out = run("by_scope", "global")
+    assert "[偏好] 用户希望回复用简体中文" in out and "zstd" not in out
+    with pytest.raises(CommandError, match="not inside a known project"):
+        run("by_scope", "project", "--cwd", "/")
+
+
+def test_it_prints_stats(db, project_scope):
+    narrative_write(
+        data=NarrativeInput(scope_id=project_scope.pk, gesture="archive-manager uses zstd")
+    )
+    narrative_write(data=NarrativeInput(scope_id=project_scope.pk, gesture="你自己改完之后"))
+    inbox_capture(content="archive-manager 的索引放在 SQLite 里", scope_id=project_scope.pk)
+    out = run("stats")
+    assert "memories by status: active 1, rejected 1" in out
+    assert "inbox: pending 1" in out
+    assert "LLM: not configured (rules only)" in out
+    assert "audit events: " in out
+
+
+def test_it_saves_the_llm_key_from_stdin_without_echoing_it(db, settings, tmp_path, monkeypatch):
+    settings.TIDELINE_LLM_CONFIG_FILE = tmp_path / "llm.json"
+    out = run(
+        "llm",
+        "set",
+        "--base-url",
+        "https://api.example.com/v1",
+        "--model",
+        "deepseek-chat",
+        "--api-key-stdin",
+        stdin="sk-very-secret\n",
+        monkeypatch=monkeypatch,
+    )
+    assert "sk-very-secret" not in out and "stored, 0600" in out
+    path = tmp_path / "llm.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert json.loads(path.read_text())["api_key"] == "sk-very-secret"
+    assert "sk-very-secret" not in run("stats")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--base-url", "http://api.example.com/v1", "--model", "m"], "must use HTTPS"),
+        (["--base-url", "ftp://x", "--model", "m"], "http"),
+    ],
+)
+def test_it_refuses_insecure_llm_endpoints(db, monkeypatch, args, message):
+    with pytest.raises(CommandError, match=message):
+        run("llm", "set", *args, "--api-key-stdin", stdin="sk-x\n", monkeypatch=monkeypatch)
+
+
+def test_it_refuses_to_prompt_without_a_terminal(db, monkeypatch):
+    with pytest.raises(CommandError, match="--api-key-stdin"):
+        run(
+            "llm",
+            "set",
+            "--base-url",
+            "http://127.0.0.1:11434/v1",
+            "--model",
+            "qwen2.5:7b",
+            stdin="",
+            monkeypatch=monkeypatch,
+        )
+
+
+def test_it_fails_llm_test_without_an_llm(db):
+    with pytest.raises(CommandError, match="no LLM is configured"):
+        call_command("llm", "test")
+
+
+def test_it_tests_a_configured_llm(db, fake_llm):
+    fake_llm.script(json_answer({"ok": True}), status_answer(500))
+    assert "LLM ok: fake-model" in run("llm", "test")
+    with pytest.raises(CommandError, match="did not answer"):
+        call_command("llm", "test")
+    assert "sk-test-secret" not in json.dumps(fake_llm.requests[0]["body"])
+
+
+def test_it_configures_a_local_keyless_llm(db, settings, tmp_path):
+    settings.TIDELINE_LLM_CONFIG_FILE = tmp_path / "llm.json"
+    out = run(
+        "llm", "set", "--base-url", "http://127.0.0.1:11434/v1", "--model", "qwen", "--no-api-key"
+    )
+    assert "key none" in out
+    assert "LLM: qwen at http://127.0.0.1:11434/v1 (key not set)" in run("stats")
+
+
+def test_it_rejects_a_bad_as_of(db):
+    with pytest.raises(CommandError, match="ISO"):
+        call_command("context", "--query", "x", "--cwd", "/", "--as-of", "yesterday")
