@@ -306,24 +306,33 @@ def soft_assign(vectors: np.ndarray, *, seed: int = 0) -> tuple[np.ndarray, np.n
     """k-means over L2-normalised vectors. Returns (centroids k×d, nearest centroid indexes N×m,
     distances N×m) with m = min(3, k), nearest first."""
     from sklearn.cluster import KMeans, MiniBatchKMeans
+    from threadpoolctl import threadpool_limits
 
     count = len(vectors)
     k = soft_k(count)
-    # Full Lloyd iterations stay cheap up to a few thousand vectors; past that mini-batches keep a
-    # nightly rebuild of tens of thousands of memories within a minute.
+    # Full Lloyd iterations stay cheap up to a few thousand vectors; past that mini-batches, seeded
+    # by k-means++ over a small sample, keep a rebuild of tens of thousands of memories in seconds.
     if count <= settings.TIDELINE_DREAM_KMEANS_FULL_MAX:
         model = KMeans(n_clusters=k, n_init=1, random_state=seed, max_iter=100)
     else:
         model = MiniBatchKMeans(
-            n_clusters=k, n_init=1, random_state=seed, batch_size=4096, max_iter=20
+            n_clusters=k,
+            n_init=1,
+            random_state=seed,
+            batch_size=4096,
+            max_iter=20,
+            init_size=min(count, 3 * k),
         )
-    model.fit(vectors)
-    centroids = model.cluster_centers_.astype(np.float32)
-    squared = (
-        (vectors**2).sum(axis=1)[:, None]
-        - 2 * vectors @ centroids.T
-        + (centroids**2).sum(axis=1)[None, :]
-    )
+    # Measured on the 2-core box: OpenMP and two BLAS pools fighting over the cores made 10k
+    # vectors take 46 s instead of 7; a bounded pool keeps DREAM from starving the query path too.
+    with threadpool_limits(limits=settings.TIDELINE_DREAM_THREADS):
+        model.fit(vectors)
+        centroids = model.cluster_centers_.astype(np.float32)
+        squared = (
+            (vectors**2).sum(axis=1)[:, None]
+            - 2 * vectors @ centroids.T
+            + (centroids**2).sum(axis=1)[None, :]
+        )
     distances = np.sqrt(np.maximum(squared, 0))
     m = min(3, k)
     nearest = (
@@ -360,7 +369,7 @@ def _embedded_narratives() -> tuple[list[int], np.ndarray, str]:
 
 def _cluster_names(ids: list[int], nearest: np.ndarray, k: int) -> list[str]:
     """Each cluster is named after its two highest-weight (non-secret) nearest members."""
-    weights = dict(Narrative.objects.filter(pk__in=ids, secret=False).values_list("pk", "weight"))
+    weights = dict(_live_narratives().filter(secret=False).values_list("pk", "weight"))
     gestures: dict[int, str] = {}
     best: dict[int, list[tuple[float, int]]] = defaultdict(list)
     for position, pk in enumerate(ids):
@@ -643,7 +652,7 @@ def recurrence_refresh(*, dry_run: bool = False) -> dict:
     current = {
         pk: (recurrence, weight, importance, emotional, unresolved, weighted)
         for pk, recurrence, weight, importance, emotional, unresolved, weighted in (
-            Narrative.objects.filter(pk__in=list(wanted)).values_list(
+            Narrative.objects.filter(status__in=LIVE_STATUSES).values_list(
                 "pk", "recurrence", "weight", "importance", "emotional", "unresolved", "weighted"
             )
         )
@@ -654,27 +663,28 @@ def recurrence_refresh(*, dry_run: bool = False) -> dict:
         return stats
     now = timezone.now()
     recurrence_log, weight_log = {}, {}
-    with transaction.atomic():
-        updates = []
-        for pk, band in moved.items():
-            old_band, old_weight, importance, emotional, unresolved, weighted = current[pk]
-            weight = (
-                weight_compute(
-                    importance=importance,
-                    emotional=emotional,
-                    recurrence=band,
-                    unresolved=unresolved,
-                )
-                if weighted
-                else old_weight
+    groups: dict[tuple[int, float], list[int]] = defaultdict(list)
+    for pk, band in moved.items():
+        old_band, old_weight, importance, emotional, unresolved, weighted = current[pk]
+        weight = (
+            weight_compute(
+                importance=importance, emotional=emotional, recurrence=band, unresolved=unresolved
             )
-            updates.append(Narrative(pk=pk, recurrence=band, weight=weight, updated_at=now))
-            recurrence_log[pk] = [old_band, band]
-            if weight != old_weight:
-                weight_log[pk] = [old_weight, weight]
-        Narrative.objects.bulk_update(
-            updates, ["recurrence", "weight", "updated_at"], batch_size=500
+            if weighted
+            else old_weight
         )
+        groups[(band, weight)].append(pk)
+        recurrence_log[pk] = [old_band, band]
+        if weight != old_weight:
+            weight_log[pk] = [old_weight, weight]
+    with transaction.atomic():
+        # One UPDATE per distinct (band, weight): a handful of statements for thousands of rows,
+        # where a per-row CASE expression spends seconds in the ORM.
+        for (band, weight), ids in groups.items():
+            for start in range(0, len(ids), 5000):
+                Narrative.objects.filter(pk__in=ids[start : start + 5000]).update(
+                    recurrence=band, weight=weight, updated_at=now
+                )
         normalised = narratives_normalise_inflation()
         stats["weights_normalised"] = len(normalised)
         if moved or normalised:

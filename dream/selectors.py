@@ -25,10 +25,11 @@ from memory.models import AttentionEvent, MemoryStatus, Narrative
 EXAMPLES_PER_CLUSTER = 2
 
 
-def _examples(narrative_ids: list[int]) -> list[dict]:
-    """The highest-weight visible, non-secret narratives among `narrative_ids`."""
+def _examples(narratives) -> list[dict]:
+    """The highest-weight non-secret narratives of a queryset (already filtered to what the caller
+    may see)."""
     rows = (
-        Narrative.objects.filter(pk__in=narrative_ids, secret=False)
+        narratives.filter(secret=False)
         .order_by("-weight", "-pk")
         .values("pk", "gesture", "weight")[:EXAMPLES_PER_CLUSTER]
     )
@@ -54,10 +55,10 @@ def topic_clusters_read(
     result = []
     for cluster_id, size in sizes.items():
         cluster = clusters[cluster_id]
-        member_ids = list(
-            cluster.members.filter(
-                narrative__scope_id__in=scope_ids, narrative__status=MemoryStatus.ACTIVE
-            ).values_list("narrative_id", flat=True)
+        visible = Narrative.objects.filter(
+            topic_memberships__cluster=cluster,
+            scope_id__in=scope_ids,
+            status=MemoryStatus.ACTIVE,
         )
         result.append(
             {
@@ -65,7 +66,7 @@ def topic_clusters_read(
                 "term": cluster.term,
                 "terms": cluster.terms or [cluster.term],
                 "size": size,
-                "examples": _examples(member_ids),
+                "examples": _examples(visible),
             }
         )
     return result
@@ -89,7 +90,7 @@ def soft_clusters_read(*, scope_ids: list[int]) -> list[dict]:
     result = []
     for cluster in EmbeddingCluster.objects.filter(pk__in=list(by_cluster)).order_by("index"):
         member_ids = by_cluster[cluster.pk]
-        examples = _examples(member_ids)
+        examples = _examples(Narrative.objects.filter(pk__in=member_ids))
         result.append(
             {
                 "id": cluster.pk,

@@ -219,6 +219,12 @@ TIDELINE_SEARCH_DATE_WEIGHT = env_float("TIDELINE_SEARCH_DATE_WEIGHT", 1.0, mini
 TIDELINE_SEARCH_TURN_EMBED_WINDOW = env_int(
     "TIDELINE_SEARCH_TURN_EMBED_WINDOW", 1, minimum=0, maximum=5
 )
+# Past MIN_ROWS vectors, the cosine scan runs over vectors projected on their top DIM principal
+# directions (half the memory traffic at 256 of 512) and the shortlist is re-scored exactly; 0 = off.
+TIDELINE_SEARCH_PROJECTION_DIM = env_int("TIDELINE_SEARCH_PROJECTION_DIM", 256, minimum=0)
+TIDELINE_SEARCH_PROJECTION_MIN_ROWS = env_int(
+    "TIDELINE_SEARCH_PROJECTION_MIN_ROWS", 20_000, minimum=0
+)
 
 # --- LLM (optional; configured by `manage.py llm set`, key kept in a 0600 file) ------------------
 TIDELINE_LLM_CONFIG_FILE = env_path("TIDELINE_LLM_CONFIG_FILE", DATA_DIR / "llm.json")
@@ -302,6 +308,8 @@ TIDELINE_DREAM_TOPIC_JACCARD = env_float(
 )
 # Soft clusters: exact k-means up to this many narratives, mini-batch k-means beyond.
 TIDELINE_DREAM_KMEANS_FULL_MAX = env_int("TIDELINE_DREAM_KMEANS_FULL_MAX", 5000, minimum=10)
+# Threads the script layer's numeric work may use (k-means, BLAS); the box is shared with serving.
+TIDELINE_DREAM_THREADS = env_int("TIDELINE_DREAM_THREADS", 1, minimum=1, maximum=64)
 # LLM layers: how much of the day goes into one prompt.
 TIDELINE_DREAM_CHUNK_MAX_CHARS = env_int("TIDELINE_DREAM_CHUNK_MAX_CHARS", 6000, minimum=500)
 TIDELINE_DREAM_MAX_CHUNKS = env_int("TIDELINE_DREAM_MAX_CHUNKS", 20, minimum=0)
