@@ -156,12 +156,13 @@ def _figures(rows, latencies) -> dict:
             k: _percent([len(set(g) & set(r[:k])) / len(g) for _, g, r in subset]) for k in KS
         }
         session_level = {}
+        # Sessions are ranked by the first appearance of one of their turns in the turn ranking.
         for k in SESSION_KS:
             values = []
             for _, gold, ranked in subset:
                 gold_sessions = {_session_of(dia) for dia in gold}
-                found = {_session_of(dia) for dia in ranked[:k] if dia}
-                values.append(len(gold_sessions & found) / len(gold_sessions))
+                sessions = list(dict.fromkeys(_session_of(dia) for dia in ranked if dia))
+                values.append(len(gold_sessions & set(sessions[:k])) / len(gold_sessions))
             session_level[k] = _percent(values)
         reciprocal = []
         for _, gold, ranked in subset:

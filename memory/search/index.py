@@ -28,6 +28,7 @@ TYPE_CODES = {kind: code for code, kind in enumerate(MemoryType.values)}
 LAYER_CODES = {layer: code for code, layer in enumerate(NarrativeLayer.values)}
 NO_TIME = math.inf
 REFRESH_CHUNK = 2000
+PROJECTION_SAMPLE = 20_000
 
 
 def epoch(moment: datetime | None, default: float = NO_TIME) -> float:
@@ -123,6 +124,9 @@ class SearchIndex:
         self.postings = Postings()
         self.row_of: dict[int, int] = {}
         self.dead = 0
+        self.basis: np.ndarray | None = None
+        self.projected = np.zeros((0, 0), dtype=np.float32)
+        self.projected_size = 0
 
     # --- refresh -------------------------------------------------------------------------------
 
@@ -240,16 +244,64 @@ class SearchIndex:
             scores[rows] += query_tf * idf * tfs * (k1 + 1) / (tfs + norm)
         return scores
 
+    def term_mask(self, term: str) -> np.ndarray:
+        """Rows whose document contains `term`."""
+        mask = np.zeros(self.table.size, dtype=bool)
+        posting = self.postings.get(term)
+        if posting is not None:
+            mask[posting[0]] = True
+        return mask
+
     def matched_terms(self, terms: list[str], rows: np.ndarray) -> list[list[str]]:
         matched: list[list[str]] = [[] for _ in rows]
         for term in dict.fromkeys(terms):
-            posting = self.postings.get(term)
-            if posting is None:
-                continue
-            hit = np.isin(rows, posting[0])
+            hit = self.term_mask(term)[rows]
             for position in np.flatnonzero(hit):
                 matched[position].append(term)
         return matched
+
+    # --- semantic --------------------------------------------------------------------------------
+
+    def cosines(self, vector: np.ndarray) -> tuple[np.ndarray, bool]:
+        """Cosine of every row with `vector` (meaningless where has_vector is False), and whether it
+        is the projected approximation.
+
+        Scanning the matrix is memory-bound (100k × 512 float32 is 205 MB per query), so past
+        TIDELINE_SEARCH_PROJECTION_MIN_ROWS rows the scan runs over the vectors projected on their
+        top principal directions (TIDELINE_SEARCH_PROJECTION_DIM), and callers re-score their
+        shortlist exactly with `exact_cosines`.
+        """
+        size = self.table.size
+        dim = settings.TIDELINE_SEARCH_PROJECTION_DIM
+        if not dim or dim >= self.dim or size < settings.TIDELINE_SEARCH_PROJECTION_MIN_ROWS:
+            return self.table.vectors[:size] @ vector, False
+        self._project(dim)
+        return self.projected[:size] @ (vector @ self.basis), True
+
+    def exact_cosines(self, vector: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return self.table.vectors[rows] @ vector
+
+    def _project(self, dim: int) -> None:
+        size = self.table.size
+        if self.basis is None or self.basis.shape[1] != dim:
+            rows = np.flatnonzero(self.table["has_vector"])
+            if len(rows) > PROJECTION_SAMPLE:
+                rows = np.random.default_rng(0).choice(rows, PROJECTION_SAMPLE, replace=False)
+            sample = self.table.vectors[rows]
+            # Uncentred principal directions: dot products in the projected space approximate the
+            # full dot products, which is what cosine over unit vectors needs.
+            _, _, right = np.linalg.svd(sample, full_matrices=False)
+            self.basis = np.ascontiguousarray(right[:dim].T, dtype=np.float32)
+            self.projected = np.zeros((0, dim), dtype=np.float32)
+            self.projected_size = 0
+        if self.projected_size < size:
+            if self.projected.shape[0] < size:
+                grown = np.zeros((self.table.capacity, dim), dtype=np.float32)
+                grown[: self.projected_size] = self.projected[: self.projected_size]
+                self.projected = grown
+            start = self.projected_size
+            self.projected[start:size] = self.table.vectors[start:size] @ self.basis
+            self.projected_size = size
 
 
 class MemoryIndex(SearchIndex):

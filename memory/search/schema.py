@@ -119,17 +119,19 @@ def _postgresql_install() -> list[str]:
         "row_id BIGINT NOT NULL, "
         "token BIGINT NOT NULL DEFAULT (floor(random() * 9007199254740991))::bigint)",
         "CREATE OR REPLACE FUNCTION tideline_search_log() RETURNS trigger AS $$ BEGIN "
-        f"INSERT INTO {CHANGE_TABLE}(kind, row_id) VALUES (TG_ARGV[0], "
-        "CASE WHEN TG_TABLE_NAME = 'memory_narrative' THEN NEW.memory_ptr_id ELSE NEW.id END); "
+        f"INSERT INTO {CHANGE_TABLE}(kind, row_id) VALUES (TG_ARGV[0], NEW.id); "
+        "RETURN NULL; END; $$ LANGUAGE plpgsql",
+        "CREATE OR REPLACE FUNCTION tideline_search_log_narrative() RETURNS trigger AS $$ BEGIN "
+        f"INSERT INTO {CHANGE_TABLE}(kind, row_id) VALUES ('memory', NEW.memory_ptr_id); "
         "RETURN NULL; END; $$ LANGUAGE plpgsql",
         "CREATE TRIGGER memory_search_ai AFTER INSERT ON memory_memory "
         "FOR EACH ROW EXECUTE FUNCTION tideline_search_log('memory')",
         f"CREATE TRIGGER memory_search_au AFTER UPDATE OF {MEMORY_WATCHED} ON memory_memory "
         "FOR EACH ROW EXECUTE FUNCTION tideline_search_log('memory')",
         "CREATE TRIGGER memory_search_narrative_ai AFTER INSERT ON memory_narrative "
-        "FOR EACH ROW EXECUTE FUNCTION tideline_search_log('memory')",
+        "FOR EACH ROW EXECUTE FUNCTION tideline_search_log_narrative()",
         "CREATE TRIGGER memory_search_narrative_au AFTER UPDATE OF weight, layer "
-        "ON memory_narrative FOR EACH ROW EXECUTE FUNCTION tideline_search_log('memory')",
+        "ON memory_narrative FOR EACH ROW EXECUTE FUNCTION tideline_search_log_narrative()",
         "CREATE TRIGGER turn_search_ai AFTER INSERT ON memory_contextturn "
         "FOR EACH ROW EXECUTE FUNCTION tideline_search_log('turn')",
         f"CREATE TRIGGER turn_search_au AFTER UPDATE OF {TURN_WATCHED} ON memory_contextturn "
@@ -146,6 +148,7 @@ def _postgresql_remove() -> list[str]:
         "DROP TRIGGER IF EXISTS turn_search_ai ON memory_contextturn",
         "DROP TRIGGER IF EXISTS turn_search_au ON memory_contextturn",
         "DROP FUNCTION IF EXISTS tideline_search_log()",
+        "DROP FUNCTION IF EXISTS tideline_search_log_narrative()",
         f"DROP TABLE IF EXISTS {CHANGE_TABLE}",
     ]
 

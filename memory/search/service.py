@@ -14,6 +14,7 @@ below it is noise, not recall. A literal keyword hit therefore always outranks p
 import logging
 import threading
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -50,6 +51,7 @@ logger = logging.getLogger("tideline.search")
 MAX_LIMIT = 200
 RECENCY_HALF_LIFE_DAYS = 30.0
 DEFAULT_STATUSES = (MemoryStatus.ACTIVE,)
+TYPE_NAMES = {code: kind for kind, code in TYPE_CODES.items()}
 AS_OF_STATUSES = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED, MemoryStatus.EXPIRED)
 
 
@@ -134,28 +136,88 @@ def _query_vector(query: str, index: SearchIndex) -> np.ndarray | None:
     return vector if vector.shape[0] == index.dim else None
 
 
-def _literal_ids(kind: str, literals: list[str], scope_ids: list[int]) -> dict[int, list[str]]:
-    """Rows whose raw text contains a literal part of the query, via the trigram index (SQLite) or
-    ILIKE (other databases)."""
-    found: dict[int, list[str]] = {}
-    for literal in literals:
-        if connection.vendor == "sqlite":
-            table = schema.MEMORY_TRIGRAM if kind == "memory" else schema.TURN_TRIGRAM
-            phrase = '"' + literal.replace('"', '""') + '"'
-            with connection.cursor() as cursor:
-                cursor.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH %s", [phrase])
-                ids = [row[0] for row in cursor.fetchall()]
-        elif kind == "memory":
-            ids = Memory.objects.filter(
-                scope_id__in=scope_ids, search_text__icontains=literal
-            ).values_list("pk", flat=True)
-        else:
-            ids = ContextTurn.objects.filter(
-                scope_id__in=scope_ids, content__icontains=literal
-            ).values_list("pk", flat=True)
-        for pk in ids:
-            found.setdefault(pk, []).append(literal)
-    return found
+def _literal_trigram_ids(kind: str, literal: str, scope_ids: list[int]) -> set[int]:
+    """Rows whose raw text contains `literal`, via the FTS5 trigram index (SQLite) or ILIKE."""
+    if connection.vendor == "sqlite":
+        table = schema.MEMORY_TRIGRAM if kind == "memory" else schema.TURN_TRIGRAM
+        phrase = '"' + literal.replace('"', '""') + '"'
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT rowid FROM {table} WHERE {table} MATCH %s", [phrase])
+            return {row[0] for row in cursor.fetchall()}
+    if kind == "memory":
+        rows = Memory.objects.filter(scope_id__in=scope_ids, search_text__icontains=literal)
+    else:
+        rows = ContextTurn.objects.filter(scope_id__in=scope_ids, content__icontains=literal)
+    return set(rows.values_list("pk", flat=True))
+
+
+def _raw_texts(kind: str, ids: list[int]) -> dict[int, str]:
+    if kind == "memory":
+        pairs = Memory.objects.filter(pk__in=ids).values_list("pk", "search_text")
+    else:
+        pairs = ContextTurn.objects.filter(pk__in=ids).values_list("pk", "content")
+    return {pk: unicodedata.normalize("NFKC", text or "").casefold() for pk, text in pairs}
+
+
+class _Literals:
+    """Verbatim matches of the query's literal parts (identifiers, quoted phrases, CJK runs).
+
+    Common literals make the trigram index slow (every row of a 100k store may share "whale-listen"'s
+    trigrams), so a row is first a *provisional* match when its document holds every term of the
+    literal, found through the word postings; only rows that reach the shortlist are then checked
+    verbatim against their text. Literals without word terms go through the trigram index.
+    """
+
+    def __init__(self, index: SearchIndex, query: str, eligible: np.ndarray, scope_ids) -> None:
+        self.index = index
+        self.literals = query_literals(query)
+        self.masks: list[np.ndarray] = []
+        self.checked = np.zeros(index.table.size, dtype=bool)
+        for literal in self.literals:
+            terms = set(text_terms(literal))
+            if terms:
+                mask = eligible.copy()
+                for term in terms:
+                    mask &= index.term_mask(term)
+            else:
+                mask = np.zeros(index.table.size, dtype=bool)
+                rows = [
+                    index.row_of[pk]
+                    for pk in _literal_trigram_ids(index.kind, literal, scope_ids)
+                    if pk in index.row_of
+                ]
+                mask[rows] = True
+                mask &= eligible
+            self.masks.append(mask)
+
+    def share(self) -> np.ndarray:
+        """Per row: the share of the literals it (provisionally) contains."""
+        share = np.zeros(self.index.table.size, dtype=np.float32)
+        for mask in self.masks:
+            share += mask
+        return share / len(self.literals) if self.literals else share
+
+    def verify(self, rows: np.ndarray) -> bool:
+        """Check these rows verbatim; True when some provisional match was withdrawn."""
+        pending = [row for row in rows if not self.checked[row] and any(m[row] for m in self.masks)]
+        if not pending:
+            return False
+        ids = [int(self.index.table["id"][row]) for row in pending]
+        texts = _raw_texts(self.index.kind, ids)
+        changed = False
+        for row, pk in zip(pending, ids, strict=True):
+            text = texts.get(pk, "")
+            for literal, mask in zip(self.literals, self.masks, strict=True):
+                if mask[row] and unicodedata.normalize("NFKC", literal).casefold() not in text:
+                    mask[row] = False
+                    changed = True
+            self.checked[row] = True
+        return changed
+
+    def found(self, row: int) -> list[str]:
+        return [
+            literal for literal, mask in zip(self.literals, self.masks, strict=True) if mask[row]
+        ]
 
 
 def _check_common(query: str, scope_ids: list[int], limit: int) -> str:
@@ -186,33 +248,21 @@ def _rank(
     """(row, score, bm25, cosine, why) for the best `limit` eligible rows."""
     if not eligible.any() or not query:
         return []
+    size = index.table.size
     terms = text_terms(query) if lexical else []
     bm25 = index.bm25(terms, eligible, stats_rows)
-    literal_hits: dict[int, list[str]] = {}
-    literals = query_literals(query) if lexical else []
-    if literals:
-        literal_hits = _literal_ids(index.kind, literals, scope_ids)
-    boost = np.zeros(index.table.size, dtype=np.float32)
+    literals = _Literals(index, query, eligible, scope_ids) if lexical else None
     keyword_boost = settings.TIDELINE_SEARCH_KEYWORD_BOOST
-    for pk, found in literal_hits.items():
-        row = index.row_of.get(pk)
-        if row is not None:
-            boost[row] = keyword_boost * len(found) / len(literals)
     cosine = None
+    approximate = False
     weight = settings.TIDELINE_SEARCH_SEMANTIC_WEIGHT if semantic else 0.0
-    if semantic:
-        vector = _query_vector(query, index)
-        if vector is not None:
-            has_vector = index.table["has_vector"]
-            rows = np.flatnonzero(eligible & has_vector)
-            cosine = np.full(index.table.size, -1.0, dtype=np.float32)
-            if len(rows):
-                with _blas_one_thread():
-                    if len(rows) * 3 < index.table.size:
-                        cosine[rows] = index.table.vectors[rows] @ vector
-                    else:
-                        full = index.table.vectors[: index.table.size] @ vector
-                        cosine[rows] = full[rows]
+    vector = _query_vector(query, index) if semantic else None
+    has_vector = index.table["has_vector"]
+    if vector is not None and (eligible & has_vector).any():
+        with _blas_one_thread():
+            cosine, approximate = index.cosines(vector)
+        cosine = np.where(has_vector, cosine, np.float32(-1.0))
+    boost = keyword_boost * literals.share() if literals else np.zeros(size, dtype=np.float32)
     lexical_hit = (bm25 > 0) | (boost > 0)
     if cosine is None:
         candidate = eligible & lexical_hit
@@ -224,38 +274,57 @@ def _rank(
     if not len(rows):
         return []
     top_bm25 = float(bm25[rows].max())
-    score = np.zeros(len(rows), dtype=np.float32)
-    if top_bm25 > 0:
-        score += lexical_weight * bm25[rows] / top_bm25
+    low = high = 0.0
     if cosine is not None:
-        eligible_cos = cosine[np.flatnonzero(eligible & index.table["has_vector"])]
+        eligible_cos = cosine[eligible & has_vector]
         low, high = float(eligible_cos.min()), float(eligible_cos.max())
-        if high > low:
-            score += weight * np.clip((cosine[rows] - low) / (high - low), 0.0, 1.0)
-    score += boost[rows]
-    if priors is not None:
-        score += priors[rows]
-    take = min(limit, len(rows))
-    best = np.argpartition(-score, take - 1)[:take]
-    best = best[np.argsort(-score[best], kind="stable")]
-    chosen = rows[best]
+
+    def fused(at: np.ndarray) -> np.ndarray:
+        score = np.zeros(len(at), dtype=np.float32)
+        if top_bm25 > 0:
+            score += lexical_weight * bm25[at] / top_bm25
+        if cosine is not None and high > low:
+            score += weight * np.clip((cosine[at] - low) / (high - low), 0.0, 1.0)
+        score += boost[at]
+        if priors is not None:
+            score += priors[at]
+        return score
+
+    def best(at: np.ndarray, score: np.ndarray, take: int) -> np.ndarray:
+        take = min(take, len(at))
+        top = np.argpartition(-score, take - 1)[:take]
+        return at[top[np.argsort(-score[top], kind="stable")]]
+
+    shortlist_size = max(limit * 4, 40) if not approximate else max(limit * 10, 200)
+    for _ in range(5):
+        shortlist = best(rows, fused(rows), shortlist_size)
+        if approximate:
+            # The projected scan found the shortlist; its order is decided by exact cosines.
+            with _blas_one_thread():
+                cosine[shortlist] = index.exact_cosines(vector, shortlist)
+        chosen = best(shortlist, fused(shortlist), limit)
+        # Withdrawing a provisional literal match can only move rows down: re-rank until the
+        # chosen rows are all verified.
+        if literals is None or not literals.verify(chosen):
+            break
+        boost = keyword_boost * literals.share()
+    final = fused(chosen)
     matched = index.matched_terms(terms, chosen)
     results = []
     for position, row in enumerate(chosen):
-        pk = int(index.table["id"][row])
-        cos = float(cosine[row]) if cosine is not None and index.table["has_vector"][row] else None
+        cos = float(cosine[row]) if cosine is not None and has_vector[row] else None
         why = {
             "matched_terms": matched[position],
-            "literal_matches": literal_hits.get(pk, []),
+            "literal_matches": literals.found(row) if literals else [],
             "lexical_score": round(float(bm25[row]), 4),
             "lexical_share": round(float(lexical_weight * bm25[row] / top_bm25), 4)
             if top_bm25 > 0
             else 0.0,
             "cosine": round(cos, 4) if cos is not None else None,
             "boosts": {"keyword": round(float(boost[row]), 4)},
-            "score": round(float(score[best[position]]), 4),
+            "score": round(float(final[position]), 4),
         }
-        results.append((row, float(score[best[position]]), float(bm25[row]), cos, why))
+        results.append((row, float(final[position]), float(bm25[row]), cos, why))
     return results
 
 
@@ -338,12 +407,14 @@ def memory_search(
             floor=settings.TIDELINE_SEARCH_SEMANTIC_FLOOR if min_semantic is None else min_semantic,
             priors=priors,
         )
+        if min_semantic is not None:
+            ranked = [item for item in ranked if item[3] is not None and item[3] >= min_semantic]
         ids = [int(table["id"][row]) for row, *_ in ranked]
         prior_of = {int(table["id"][row]): float(priors[row]) for row, *_ in ranked}
-    if min_semantic is not None:
-        ranked = [item for item in ranked if item[3] is not None and item[3] >= min_semantic]
-        ids = [int(index.table["id"][row]) for row, *_ in ranked]
-    memories = _memories_typed(ids)
+        kinds = {
+            int(table["id"][row]): TYPE_NAMES[int(table["memory_type"][row])] for row, *_ in ranked
+        }
+    memories = _memories_typed(kinds)
     labels = dict(Scope.objects.filter(pk__in=scope_ids).values_list("pk", "label"))
     hits = []
     for (_, score, bm25, cosine, why), pk in zip(ranked, ids, strict=True):
@@ -368,9 +439,8 @@ def memory_search(
     return hits
 
 
-def _memories_typed(ids: list[int]) -> dict[int, Memory]:
-    """The typed rows (Narrative, Fact, SelfConcept) for these ids."""
-    kinds = dict(Memory.objects.filter(pk__in=ids).values_list("pk", "memory_type"))
+def _memories_typed(kinds: dict[int, str]) -> dict[int, Memory]:
+    """The typed rows (Narrative, Fact, SelfConcept) for {id: memory type}."""
     found: dict[int, Memory] = {}
     for model, kind in (
         (Narrative, MemoryType.NARRATIVE),
@@ -379,7 +449,9 @@ def _memories_typed(ids: list[int]) -> dict[int, Memory]:
     ):
         wanted = [pk for pk, memory_type in kinds.items() if memory_type == kind]
         if wanted:
-            found.update({row.pk: row for row in model.objects.filter(pk__in=wanted)})
+            found.update(
+                {row.pk: row for row in model.objects.filter(pk__in=wanted).defer("embedding")}
+            )
     return found
 
 
@@ -421,7 +493,7 @@ def turn_search(
             priors=None,
         )
         ids = [int(table["id"][row]) for row, *_ in ranked]
-    turns = ContextTurn.objects.in_bulk(ids)
+    turns = ContextTurn.objects.defer("embedding").in_bulk(ids)
     labels = dict(Scope.objects.filter(pk__in=scope_ids).values_list("pk", "label"))
     hits = []
     for (_, score, bm25, cosine, why), pk in zip(ranked, ids, strict=True):

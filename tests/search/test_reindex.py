@@ -1,5 +1,6 @@
 from io import StringIO
 
+import pytest
 from django.core.management import call_command
 from django.db import connection
 
@@ -8,6 +9,8 @@ from memory.search.schema import MEMORY_WORD
 
 
 def test_it_detects_and_repairs_index_drift(project_scope, write_narrative):
+    if connection.vendor != "sqlite":
+        pytest.skip("the persistent FTS5 index exists on SQLite only")
     target = write_narrative(project_scope, "处理边界条件时先写兜底逻辑")
     with connection.cursor() as cursor:
         cursor.execute(f"DELETE FROM {MEMORY_WORD} WHERE rowid = %s", [target.pk])
