@@ -492,7 +492,11 @@ def _prepare(candidate: Candidate, *, scope: Scope, depends_on: list[str]):
 
 def _decision(memory, audit_before: int) -> str:
     event = (
-        AuditEvent.objects.filter(pk__gt=audit_before, target_id=memory.pk).order_by("-pk").first()
+        AuditEvent.objects.filter(
+            pk__gt=audit_before, target_type=memory._meta.model_name, target_id=memory.pk
+        )
+        .order_by("-pk")
+        .first()
     )
     return event.action if event is not None else "unknown"
 
@@ -510,7 +514,6 @@ def inbox_flush(
     report = FlushReport()
     pending = list(
         InboxItem.objects.filter(status=InboxStatus.PENDING)
-        .select_related("scope")
         .order_by("captured_at", "pk")
         .values_list("pk", flat=True)[: limit or None]
     )

@@ -3,13 +3,11 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import models, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from memory.models import (
     Actor,
     AuditAction,
-    EmbeddingStatus,
     ExpiredBy,
     MemoryStatus,
     MemoryType,
@@ -30,7 +28,7 @@ from memory.services.consolidation import (
     near_duplicate_find,
     statuses,
 )
-from memory.services.embedding import embedding_schedule, vector_to_bytes
+from memory.services.embedding import embedding_schedule
 from memory.services.errors import InvalidInput
 from memory.services.evidence import evidence_link, evidence_validate
 from memory.services.gate import GateVerdict, gate_check
@@ -317,14 +315,13 @@ def narrative_commit(
     re-banded), the weight formula, anti-inflation, evidence links and one audit row. The caller
     holds the transaction (narrative_write, or inbox_flush around a whole item)."""
     data, tags = prepared.data, prepared.tags
-    if prepared.verdict.passed:
-        exclude = Q(pk=data.supersedes_id) if data.supersedes_id is not None else None
+    # An edit replaces its original; it is never merged into some other memory instead.
+    if prepared.verdict.passed and data.supersedes_id is None:
         match = near_duplicate_find(
             memory_type=MemoryType.NARRATIVE,
             scope_id=prepared.scope.pk,
             text=prepared.embedded.text if prepared.embedded else data.gesture,
             embedded=prepared.embedded,
-            extra=~exclude if exclude is not None else None,
         )
         if match is not None:
             return _merge(
@@ -345,18 +342,6 @@ def narrative_commit(
     if data.supersedes_id is not None and live:
         old = Narrative.objects.get(pk=data.supersedes_id)
         narrative.supersedes = old
-    embedded = prepared.embedded
-    # The vector computed for the duplicate check is this row's embedding: store it, not twice.
-    has_vector = (
-        live
-        and embedded is not None
-        and embedded.vector is not None
-        and embedded.text == narrative.compose_search_text()
-    )
-    if has_vector:
-        narrative.embedding = vector_to_bytes(embedded.vector)
-        narrative.embedding_model = embedded.model_id
-        narrative.embedding_status = EmbeddingStatus.READY
     narrative.save()
     NarrativeTag.objects.bulk_create(
         [NarrativeTag(narrative=narrative, tag=tag) for tag in tags_normalise(tags)]
@@ -410,8 +395,7 @@ def narrative_commit(
         },
         request_id=request_id,
     )
-    if not has_vector:
-        embedding_schedule(memory_ids=[narrative.pk])
+    embedding_schedule(memory_ids=[narrative.pk])
     return narrative
 
 

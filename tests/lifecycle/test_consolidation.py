@@ -97,8 +97,11 @@ def test_it_merges_identical_text_and_keeps_the_incoming_evidence(project_scope)
     assert merge.after["incoming"]["gesture"] == "archive-manager 用 SQLite 存储索引。"
 
 
-def test_it_merges_a_near_duplicate_by_embedding_similarity(project_scope):
-    first = narrate(project_scope, "The user prefers dark mode")
+def test_it_merges_a_near_duplicate_by_embedding_similarity(
+    project_scope, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):  # the stored row's embedding
+        first = narrate(project_scope, "The user prefers dark mode")
     again = narrate(project_scope, "User prefers dark mode")
     assert again.pk == first.pk
     merge = AuditEvent.objects.get(action="merge")

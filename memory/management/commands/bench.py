@@ -13,6 +13,7 @@ BENCHMARKS = {
     "search": "memory.bench.search",
     "inject": "injection.bench",
     "dream": "dream.bench",
+    "lifecycle": "memory.bench.lifecycle",
 }
 
 
