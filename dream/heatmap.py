@@ -68,15 +68,16 @@ def heatmap_svg(heatmap: dict, *, row_limit: int = ROW_LIMIT) -> str:
         f"{len(heatmap['lit'])} clusters lit · {deserts} deserts (never lit)</text>",
     ]
     for position, day in enumerate(days):
-        if position % 7 == 0 or position == len(days) - 1:
+        # Weekly ticks counted back from today, so the newest day always has its date.
+        if (len(days) - 1 - position) % 7 == 0:
             x = LABEL_WIDTH + position * (CELL + GAP)
             parts.append(
                 f'<text x="{x}" y="{TOP - 8}" fill="{MUTED}" font-size="10">'
                 f"{day.strftime('%m-%d')}</text>"
             )
     parts.append(
-        f'<text x="{LABEL_WIDTH + grid_width + 8}" y="{TOP - 8}" fill="{MUTED}" '
-        f'font-size="10">recalls</text>'
+        f'<text x="{LABEL_WIDTH + grid_width + 8}" y="{TOP - 24}" fill="{MUTED}" '
+        f'font-size="10">recalls in window</text>'
     )
     if not rows:
         parts.append(

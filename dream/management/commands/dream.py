@@ -17,10 +17,13 @@ from memory.services.errors import TidelineError
 def _since(value: str | None) -> datetime | None:
     if not value:
         return None
-    parsed = parse_datetime(value)
-    if parsed is None:
-        day = parse_date(value)
-        parsed = datetime(day.year, day.month, day.day) if day else None
+    try:
+        parsed = parse_datetime(value)
+        if parsed is None:
+            day = parse_date(value)
+            parsed = datetime(day.year, day.month, day.day) if day else None
+    except ValueError:
+        parsed = None
     if parsed is None:
         raise CommandError(f"--since {value!r} is not a date or ISO date-time")
     return timezone.make_aware(parsed) if timezone.is_naive(parsed) else parsed
@@ -29,7 +32,10 @@ def _since(value: str | None) -> datetime | None:
 def _day(value: str | None) -> date | None:
     if not value:
         return None
-    day = parse_date(value)
+    try:
+        day = parse_date(value)
+    except ValueError:
+        day = None
     if day is None:
         raise CommandError(f"--day {value!r} is not a date (YYYY-MM-DD)")
     return day
@@ -58,6 +64,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, action=None, **options) -> None:
         since = _since(options["since"])
+        options["day"] = _day(options["day"])
         try:
             if action == "scan":
                 self._scan(since=since, as_json=options["json"])
@@ -98,7 +105,7 @@ class Command(BaseCommand):
             self.stdout.write(f"DREAM {options['layer']} …")
         run = dream_run(
             layer=options["layer"],
-            day=_day(options["day"]),
+            day=options["day"],
             since=since,
             force=options["force"],
             trigger="command",
