@@ -314,12 +314,13 @@ def _measure(n: int, options, rng: random.Random, out) -> dict:
             start_tokens.append(body["tokens"])
             for name, tokens in body["section_tokens"].items():
                 section_tokens.setdefault(name, []).append(tokens)
-        turns, turn_tokens = [], []
+        turns, peeks, turn_tokens = [], [], []
         for k in range(options["turns"]):
             query = f"{rng.choice(QUERIES)} ({k})"
-            ms, body = _post(
-                conn, key, "/api/v1/turn", {**where, "session_id": f"s{k % 10}", "content": query}
-            )
+            turn = {**where, "session_id": f"s{k % 10}", "content": query}
+            # As the hook asks: the block only (its Stop hook records the turn).
+            peeks.append(_post(conn, key, "/api/v1/turn", {**turn, "record": False})[0])
+            ms, body = _post(conn, key, "/api/v1/turn", turn)
             turns.append(ms)
             turn_tokens.append(body["tokens"])
             for name, tokens in body["section_tokens"].items():
@@ -331,6 +332,7 @@ def _measure(n: int, options, rng: random.Random, out) -> dict:
     return {
         "starts": starts,
         "turns": turns,
+        "peeks": peeks,
         "start_tokens": start_tokens,
         "turn_tokens": turn_tokens,
         "sections": section_tokens,
@@ -349,7 +351,8 @@ def _report(n: int, figures: dict, out) -> None:
     out("")
     out(f"inject over HTTP with {n:,} memories")
     line(f"session start ({len(figures['starts'])})", figures["starts"])
-    line(f"per turn ({len(figures['turns'])})", figures["turns"])
+    line(f"per turn, recorded ({len(figures['turns'])})", figures["turns"])
+    line(f"per turn, block only ({len(figures['peeks'])})", figures["peeks"])
     line("hook start→exit, server up", figures["hook_up"])
     line("hook start→exit, server down", figures["hook_down"])
     out(f"  session-start block tokens: median {statistics.median(figures['start_tokens']):.0f}")
@@ -360,8 +363,10 @@ def _report(n: int, figures: dict, out) -> None:
             out(
                 f"    {name:<4} median {statistics.median(values):6.0f} tokens (in {len(values)} blocks)"
             )
-    target = statistics.median(figures["turns"])
-    out(f"  per-turn p50 target ≤ 50 ms: {'met' if target <= 50 else 'NOT met'} ({target:.1f} ms)")
+    for label, values in (("recorded", figures["turns"]), ("block only", figures["peeks"])):
+        p50 = statistics.median(values)
+        verdict = "met" if p50 <= 50 else "NOT met"
+        out(f"  per-turn p50 ≤ 50 ms ({label}): {verdict} ({p50:.1f} ms)")
 
 
 def run(command, options) -> None:

@@ -268,6 +268,8 @@ TIDELINE_T2B_FIRST_HOURS = env_int("TIDELINE_T2B_FIRST_HOURS", 24, minimum=1)
 TIDELINE_T2B_MAX_HOURS = env_int("TIDELINE_T2B_MAX_HOURS", 72, minimum=1)
 TIDELINE_T2B_CHUNKS = env_int("TIDELINE_T2B_CHUNKS", 5, minimum=0)
 TIDELINE_T2B_CHUNK_CHARS = env_int("TIDELINE_T2B_CHUNK_CHARS", 400, minimum=20)
+# How many of the window's newest turns are looked at to find the heaviest narrative's session.
+TIDELINE_T2B_SCAN_TURNS = env_int("TIDELINE_T2B_SCAN_TURNS", 5000, minimum=1)
 TIDELINE_T3_MIN_MEMBERS = env_int("TIDELINE_T3_MIN_MEMBERS", 5, minimum=1)
 TIDELINE_T3_CLUSTERS = env_int("TIDELINE_T3_CLUSTERS", 25, minimum=0)
 TIDELINE_T3_PROFILE_LINE_CHARS = env_int("TIDELINE_T3_PROFILE_LINE_CHARS", 100, minimum=20)

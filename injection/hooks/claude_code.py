@@ -126,7 +126,9 @@ def on_prompt(payload: dict) -> str:
     prompt = payload.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         return ""
-    body = {**session_fields(payload), "content": prompt[:MAX_TURN_CHARS]}
+    # Only the block: the Stop hook records this prompt under its transcript uuid, so recording
+    # it here too would store it twice.
+    body = {**session_fields(payload), "content": prompt[:MAX_TURN_CHARS], "record": False}
     return post("/api/v1/turn", body).get("block", "")
 
 

@@ -167,12 +167,14 @@ def principal_readable_ids(*, principal: Principal, scope: Scope) -> list[int]:
     visible = scope_visible_ids(scope=scope)
     if principal.scope_ids is None:
         return visible
+    # scope_visible_ids lists global last.
+    global_id = visible[-1]
     return [
         pk
         for pk in visible
         if pk == scope.pk
         or pk in principal.scope_ids
-        or (principal.include_global and pk == scope_global().pk)
+        or (principal.include_global and pk == global_id)
     ]
 
 

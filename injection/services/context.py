@@ -308,25 +308,32 @@ def t2b_select(
     """One earlier session's raw texture: the window widens until it holds any owner turns; the
     session is the one behind the heaviest narrative with evidence there (else the latest)."""
     for hours in t2b_windows():
-        recent = ContextTurn.objects.filter(
-            scope_id__in=scope_ids,
-            occurred_at__gte=now - timedelta(hours=hours),
-            session__origin=SessionOrigin.USER,
-            session__delegation_depth=0,
-        ).exclude(session_id=exclude_session_id)
-        latest = recent.order_by("-occurred_at", "-pk").values_list("session_id", flat=True).first()
-        if latest is None:
-            continue
-        session_id = (
-            Evidence.objects.filter(
-                turn__in=recent,
-                memory__status=MemoryStatus.ACTIVE,
-                memory__narrative__isnull=False,
+        recent = list(
+            ContextTurn.objects.filter(
+                scope_id__in=scope_ids,
+                occurred_at__gte=now - timedelta(hours=hours),
+                session__origin=SessionOrigin.USER,
+                session__delegation_depth=0,
             )
-            .order_by("-memory__narrative__weight", "-memory__recorded_at")
-            .values_list("turn__session_id", flat=True)
+            .exclude(session_id=exclude_session_id)
+            .order_by("-occurred_at", "-pk")
+            .values_list("pk", "session_id")[: settings.TIDELINE_T2B_SCAN_TURNS]
+        )
+        if not recent:
+            continue
+        session_of = dict(recent)
+        linked = dict(
+            Evidence.objects.filter(turn_id__in=list(session_of)).values_list(
+                "memory_id", "turn_id"
+            )
+        )
+        heaviest = (
+            Narrative.objects.filter(pk__in=list(linked), status=MemoryStatus.ACTIVE)
+            .order_by("-weight", "-recorded_at")
+            .values_list("pk", flat=True)
             .first()
-        ) or latest
+        )
+        session_id = session_of[linked[heaviest]] if heaviest else recent[0][1]
         newest = list(
             ContextTurn.objects.filter(session_id=session_id).order_by("-occurred_at", "-seq")[
                 : settings.TIDELINE_T2B_CHUNKS

@@ -36,6 +36,11 @@ class SyncResult:
 
 
 def session_open(*, ref: SessionRef, actor: str, request_id: str = "") -> Session:
+    """The session, opened on first sight. Every turn of a runtime names its session, so the
+    common case — already open, same scope — is answered by one read without a write lock."""
+    existing = Session.objects.filter(runtime=ref.runtime, external_id=ref.external_id).first()
+    if existing is not None and existing.scope_id == ref.scope_id:
+        return existing
     parent_id = None
     if ref.parent_external_id:
         parent_id = (
