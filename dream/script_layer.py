@@ -466,45 +466,6 @@ def soft_clusters_rebuild(*, dry_run: bool = False) -> dict:
     return stats
 
 
-def clusters_route(
-    *, vector: np.ndarray, scope_ids: list[int] | None = None, top: int = 3, hops: int = 3
-) -> dict:
-    """Query routing: the `top` clusters nearest the query vector, plus each one's `hops` most
-    adjacent neighbours. Returns {"primary": [cluster ids], "neighbours": [cluster ids]}."""
-    clusters = list(EmbeddingCluster.objects.values_list("pk", "centroid"))
-    if not clusters:
-        return {"primary": [], "neighbours": []}
-    if scope_ids is not None:
-        visible = set(
-            EmbeddingClusterMember.objects.filter(memory__scope_id__in=scope_ids).values_list(
-                "cluster_id", flat=True
-            )
-        )
-        clusters = [(pk, blob) for pk, blob in clusters if pk in visible]
-        if not clusters:
-            return {"primary": [], "neighbours": []}
-    centroids = vectors_normalise(np.vstack([vector_from_bytes(bytes(b)) for _, b in clusters]))
-    query = vectors_normalise(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]
-    order = np.argsort(-(centroids @ query), kind="stable")[:top]
-    primary = [clusters[i][0] for i in order]
-    allowed = {pk for pk, _ in clusters}
-    neighbours: list[int] = []
-    for cluster_id in primary:
-        rows = (
-            EmbeddingClusterAdjacency.objects.filter(cluster_a_id=cluster_id).values_list(
-                "cluster_b_id", "shared"
-            )
-        ).union(
-            EmbeddingClusterAdjacency.objects.filter(cluster_b_id=cluster_id).values_list(
-                "cluster_a_id", "shared"
-            )
-        )
-        ranked = sorted(rows, key=lambda pair: (-pair[1], pair[0]))
-        picked = [pk for pk, _ in ranked if pk in allowed and pk not in primary][:hops]
-        neighbours.extend(pk for pk in picked if pk not in neighbours)
-    return {"primary": primary, "neighbours": neighbours}
-
-
 _ENTITY_SPLIT = re.compile(r"[;；\n]+")
 _ROLE_SPLIT = re.compile(r"[+＋、,，/]+")
 

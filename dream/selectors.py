@@ -7,6 +7,7 @@ scopes, so counts, names and examples only ever come from memories the caller ma
 from collections import defaultdict
 from datetime import timedelta
 
+import numpy as np
 from django.db.models import Count
 from django.utils import timezone
 
@@ -21,6 +22,7 @@ from dream.models import (
     TopicClusterMember,
 )
 from memory.models import AttentionEvent, MemoryStatus, Narrative
+from memory.services.embedding import vector_from_bytes, vectors_normalise
 
 EXAMPLES_PER_CLUSTER = 2
 
@@ -229,3 +231,58 @@ def dream_runs_recent(*, limit: int = 10) -> list[dict]:
         }
         for run in DreamRun.objects.order_by("-started_at", "-id")[: max(1, int(limit))]
     ]
+
+
+def clusters_route(
+    *,
+    vector: np.ndarray | None = None,
+    query: str = "",
+    scope_ids: list[int] | None = None,
+    top: int = 3,
+    hops: int = 3,
+) -> dict:
+    """Query routing: the `top` soft clusters nearest the query (a vector, or text embedded with the
+    configured embedder), plus each one's `hops` most adjacent neighbours. Returns {"primary":
+    [cluster ids], "neighbours": [cluster ids]}; empty lists without clusters or an embedder."""
+    if vector is None:
+        from memory.services.embedding import embedder_get
+
+        embedder = embedder_get()
+        if embedder is None or not query.strip():
+            return {"primary": [], "neighbours": []}
+        vector = embedder.embed([query])[0]
+    clusters = list(EmbeddingCluster.objects.values_list("pk", "centroid"))
+    if not clusters:
+        return {"primary": [], "neighbours": []}
+    if scope_ids is not None:
+        visible = set(
+            EmbeddingClusterMember.objects.filter(memory__scope_id__in=scope_ids).values_list(
+                "cluster_id", flat=True
+            )
+        )
+        clusters = [(pk, blob) for pk, blob in clusters if pk in visible]
+        if not clusters:
+            return {"primary": [], "neighbours": []}
+    centroids = vectors_normalise(np.vstack([vector_from_bytes(bytes(b)) for _, b in clusters]))
+    target = vectors_normalise(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]
+    if target.shape[0] != centroids.shape[1]:
+        # Clusters built from another embedding model's vectors: no shared space to route in.
+        return {"primary": [], "neighbours": []}
+    order = np.argsort(-(centroids @ target), kind="stable")[:top]
+    primary = [clusters[i][0] for i in order]
+    allowed = {pk for pk, _ in clusters}
+    neighbours: list[int] = []
+    for cluster_id in primary:
+        rows = (
+            EmbeddingClusterAdjacency.objects.filter(cluster_a_id=cluster_id).values_list(
+                "cluster_b_id", "shared"
+            )
+        ).union(
+            EmbeddingClusterAdjacency.objects.filter(cluster_b_id=cluster_id).values_list(
+                "cluster_a_id", "shared"
+            )
+        )
+        ranked = sorted(rows, key=lambda pair: (-pair[1], pair[0]))
+        picked = [pk for pk, _ in ranked if pk in allowed and pk not in primary][:hops]
+        neighbours.extend(pk for pk in picked if pk not in neighbours)
+    return {"primary": primary, "neighbours": neighbours}

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from dream.models import EmbeddingCluster, EmbeddingClusterAdjacency, EmbeddingClusterMember
-from dream.script_layer import clusters_route, soft_assign, soft_clusters_rebuild, soft_k
-from dream.selectors import attention_heatmap_read, soft_clusters_read
+from dream.script_layer import soft_assign, soft_clusters_rebuild, soft_k
+from dream.selectors import attention_heatmap_read, clusters_route, soft_clusters_read
 from memory.models import AttentionEvent, AuditEvent, Narrative
 from memory.services.embedding import memories_embed, vector_from_bytes
 
@@ -86,6 +86,12 @@ def test_it_routes_queries_and_never_reports_a_lit_cluster_as_a_desert(hundred):
     home = EmbeddingClusterMember.objects.get(memory_id=target.pk, rank=1).cluster_id
     assert len(route["primary"]) == 3 and home in route["primary"]
     assert route["neighbours"] and not set(route["neighbours"]) & set(route["primary"])
+    by_text = clusters_route(query=TOPICS[1], scope_ids=[target.scope_id])
+    assert len(by_text["primary"]) == 3
+    assert clusters_route(vector=vector, scope_ids=[target.scope_id + 1000]) == {
+        "primary": [],
+        "neighbours": [],
+    }
     read = soft_clusters_read(scope_ids=[hundred[0].scope_id])
     assert len(read) == 15 and sum(c["size"] for c in read) == 300
 
