@@ -29,6 +29,8 @@ LAYER_CODES = {layer: code for code, layer in enumerate(NarrativeLayer.values)}
 NO_TIME = math.inf
 REFRESH_CHUNK = 2000
 PROJECTION_SAMPLE = 20_000
+# Rows re-scored with exact cosines after a projected scan.
+PROJECTION_SHORTLIST = 500
 
 
 def epoch(moment: datetime | None, default: float = NO_TIME) -> float:

@@ -37,6 +37,7 @@ from memory.models import (
 from memory.search import schema
 from memory.search.index import (
     LAYER_CODES,
+    PROJECTION_SHORTLIST,
     STATUS_CODES,
     TYPE_CODES,
     MemoryIndex,
@@ -244,8 +245,10 @@ def _rank(
     semantic: bool,
     floor: float,
     priors: np.ndarray | None,
+    vector: np.ndarray | None,
 ) -> list[tuple[int, float, float, float | None, dict]]:
-    """(row, score, bm25, cosine, why) for the best `limit` eligible rows."""
+    """(row, score, bm25, cosine, why) for the best `limit` eligible rows. `vector` is the query's
+    embedding (None: keyword only)."""
     if not eligible.any() or not query:
         return []
     size = index.table.size
@@ -256,7 +259,7 @@ def _rank(
     cosine = None
     approximate = False
     weight = settings.TIDELINE_SEARCH_SEMANTIC_WEIGHT if semantic else 0.0
-    vector = _query_vector(query, index) if semantic else None
+    vector = vector if semantic else None
     has_vector = index.table["has_vector"]
     if vector is not None and (eligible & has_vector).any():
         with _blas_one_thread():
@@ -295,7 +298,7 @@ def _rank(
         top = np.argpartition(-score, take - 1)[:take]
         return at[top[np.argsort(-score[top], kind="stable")]]
 
-    shortlist_size = max(limit * 4, 40) if not approximate else max(limit * 10, 200)
+    shortlist_size = max(limit * 4, 40) if not approximate else PROJECTION_SHORTLIST
     for _ in range(5):
         shortlist = best(rows, fused(rows), shortlist_size)
         if approximate:
@@ -350,8 +353,10 @@ def memory_search(
 
     Default: active memories valid now. With `as_of`, what was valid at that moment (superseded and
     expired rows included when they were valid then). `since`/`until` bound the event time
-    (valid_from). With `activation_source`, each returned memory counts an activation and gets an
-    AttentionEvent, in one short transaction after ranking.
+    (valid_from). `min_semantic` keeps only hits whose cosine reaches it (semantic prefetch, e.g.
+    T1's 0.25); `lexical=False` / `semantic=False` switch a side off. With `activation_source`, each
+    returned memory counts an activation and gets an AttentionEvent, in one short transaction after
+    ranking.
     """
     query = _check_common(query, scope_ids, limit)
     if statuses is not None and not set(statuses) <= set(MemoryStatus.values):
@@ -364,6 +369,8 @@ def memory_search(
         return []
     started = time.perf_counter()
     index = search_index("memory")
+    # Embedding the query is the slowest step; it runs before taking the index lock.
+    vector = _query_vector(query, index) if semantic else None
     with index.lock:
         table = index.table
         in_scope = table["alive"] & np.isin(table["scope"], np.asarray(scope_ids, dtype=np.int64))
@@ -406,6 +413,7 @@ def memory_search(
             semantic=semantic,
             floor=settings.TIDELINE_SEARCH_SEMANTIC_FLOOR if min_semantic is None else min_semantic,
             priors=priors,
+            vector=vector,
         )
         if min_semantic is not None:
             ranked = [item for item in ranked if item[3] is not None and item[3] >= min_semantic]
@@ -470,6 +478,7 @@ def turn_search(
     if not scope_ids or not query:
         return []
     index = search_index("turn")
+    vector = _query_vector(query, index)
     with index.lock:
         table = index.table
         in_scope = table["alive"] & np.isin(table["scope"], np.asarray(scope_ids, dtype=np.int64))
@@ -491,6 +500,7 @@ def turn_search(
             semantic=True,
             floor=settings.TIDELINE_SEARCH_TURN_SEMANTIC_FLOOR,
             priors=None,
+            vector=vector,
         )
         ids = [int(table["id"][row]) for row, *_ in ranked]
     turns = ContextTurn.objects.defer("embedding").in_bulk(ids)

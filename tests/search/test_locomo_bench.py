@@ -87,7 +87,7 @@ def test_it_normalises_evidence_ids():
 @pytest.mark.django_db(transaction=True)
 def test_it_runs_the_locomo_bench_end_to_end(locomo_file):
     report = StringIO()
-    run_bench(locomo_file, report)
+    call_command("bench", "locomo", "--data", str(locomo_file), "--in-place", stdout=report)
     text = report.getvalue()
     assert "4 scorable questions" in text
     ours = re.search(r"Tideline turn_search\s+([\d. ]+)", text).group(1).split()
@@ -105,7 +105,3 @@ def test_it_runs_the_locomo_bench_end_to_end(locomo_file):
     luna = turns.get(meta__dia_id="D1:3", scope__label="LoCoMo conv-a")
     assert luna.content.endswith("and shared a photo of a small brown dog")
     assert luna.occurred_at.isoformat().startswith("2023-05-08T13:56")
-
-
-def run_bench(path, report):
-    call_command("bench", "locomo", "--data", str(path), "--in-place", stdout=report)
