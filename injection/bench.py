@@ -283,7 +283,9 @@ def _hook_times(port: int, key: str, runs: int, cwd: str) -> tuple[list[float], 
                 [sys.executable, "-I", hook], input=event, capture_output=True, env=env
             )
             bucket.append((time.perf_counter() - began) * 1000)
-            json.loads(done.stdout)
+            context = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+            if bucket is up and not context:
+                raise CommandError(f"the hook injected nothing: {done.stderr.decode()[:300]}")
     return up, down
 
 

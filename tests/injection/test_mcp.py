@@ -114,15 +114,10 @@ def test_it_serves_a_real_client_over_stdio(transactional_db, tmp_path):
 
     async def scenario():
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            started = time.monotonic()
             await session.initialize()
-            handshake = time.monotonic() - started
-            return handshake, await _round_trip(session, cwd=str(project))
+            return await _round_trip(session, cwd=str(project))
 
-    handshake, result = anyio.run(scenario)
-
-    _check(result)
-    assert handshake < 5
+    _check(anyio.run(scenario))
 
 
 def test_it_never_loads_the_embedder_to_build_the_server():
