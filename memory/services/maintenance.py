@@ -75,60 +75,83 @@ def _live(scope_ids: list[int] | None):
     rows = Memory.objects.filter(status__in=LIVE_STATUSES)
     if scope_ids is not None:
         rows = rows.filter(scope_id__in=list(scope_ids))
-    return rows.select_related("scope")
+    return rows
 
 
-def _planned(memory: Memory, expired_by: str, reason: str) -> PlannedExpiry:
-    return PlannedExpiry(
-        memory_id=memory.pk,
-        memory_type=memory.memory_type,
-        scope_label=memory.scope.label,
-        summary=memory.summary,
-        expired_by=expired_by,
-        reason=reason,
+def _plans(pks_reasons: dict[int, str], expired_by: str) -> list[PlannedExpiry]:
+    """Describe the memories about to expire; only their display columns are read."""
+    rows = Memory.objects.filter(pk__in=list(pks_reasons)).values_list(
+        "pk", "memory_type", "scope__label", "summary"
     )
+    return [
+        PlannedExpiry(
+            memory_id=pk,
+            memory_type=memory_type,
+            scope_label=label,
+            summary=summary,
+            expired_by=expired_by,
+            reason=pks_reasons[pk],
+        )
+        for pk, memory_type, label, summary in rows.order_by("pk")
+    ]
+
+
+def _broken(depends_on: list, *, exists: dict[str, bool], live_refs: set[int]) -> str:
+    """Why this dependency list no longer holds, or "" while it does."""
+    for item in depends_on:
+        if not isinstance(item, str):
+            continue
+        kind, _, rest = item.partition(":")
+        if kind == "path":
+            if rest not in exists:
+                exists[rest] = os.path.exists(rest)
+            if not exists[rest]:
+                return f"{rest} no longer exists"
+        elif kind == "memory" and rest.isdigit() and int(rest) not in live_refs:
+            return f"memory #{rest} it depends on is gone"
+    return ""
 
 
 def dependencies_plan(*, scope_ids: list[int] | None = None) -> tuple[list[PlannedExpiry], int]:
-    """Live memories whose depends_on no longer holds. Returns (plan, memories checked)."""
-    rows = list(_live(scope_ids).exclude(depends_on=[]))
+    """Live memories whose depends_on no longer holds. Returns (plan, distinct dependency lists
+    checked).
+
+    Runs before retrieval, so it asks the database for the distinct dependency lists only (a few
+    hundred, however many memories share them), stats each path once, and reads memory rows only
+    when something is actually gone."""
+    live = _live(scope_ids).exclude(depends_on=[])
+    distinct = list(live.order_by().values_list("depends_on", flat=True).distinct())
     referenced = {
-        int(item.split(":", 1)[1])
-        for memory in rows
-        for item in memory.depends_on
+        int(item[7:])
+        for depends_on in distinct
+        for item in depends_on
         if isinstance(item, str) and item.startswith("memory:") and item[7:].isdigit()
     }
-    live_refs = set(
-        Memory.objects.filter(pk__in=referenced, status__in=LIVE_STATUSES).values_list(
-            "pk", flat=True
+    live_refs = (
+        set(
+            Memory.objects.filter(pk__in=referenced, status__in=LIVE_STATUSES).values_list(
+                "pk", flat=True
+            )
         )
+        if referenced
+        else set()
     )
     exists: dict[str, bool] = {}
-    plan = []
-    for memory in rows:
-        for item in memory.depends_on:
-            if not isinstance(item, str):
-                continue
-            kind, _, rest = item.partition(":")
-            if kind == "path":
-                if rest not in exists:
-                    exists[rest] = os.path.exists(rest)
-                if not exists[rest]:
-                    plan.append(_planned(memory, ExpiredBy.SCOPE_GONE, f"{rest} no longer exists"))
-                    break
-            elif kind == "memory" and rest.isdigit() and int(rest) not in live_refs:
-                plan.append(
-                    _planned(memory, ExpiredBy.SCOPE_GONE, f"memory #{rest} it depends on is gone")
-                )
-                break
-    return plan, len(rows)
+    if not any(_broken(d, exists=exists, live_refs=live_refs) for d in distinct):
+        return [], len(distinct)
+    gone = {}
+    for pk, depends_on in live.values_list("pk", "depends_on"):
+        if reason := _broken(depends_on, exists=exists, live_refs=live_refs):
+            gone[pk] = reason
+    return _plans(gone, ExpiredBy.SCOPE_GONE), len(distinct)
 
 
 def ttl_plan(*, now: datetime) -> list[PlannedExpiry]:
-    return [
-        _planned(memory, ExpiredBy.TTL, f"TTL ended {memory.expires_at:%Y-%m-%d %H:%M}")
-        for memory in _live(None).filter(expires_at__isnull=False, expires_at__lte=now)
-    ]
+    rows = _live(None).filter(expires_at__isnull=False, expires_at__lte=now)
+    ended = {
+        pk: f"TTL ended {at:%Y-%m-%d %H:%M}" for pk, at in rows.values_list("pk", "expires_at")
+    }
+    return _plans(ended, ExpiredBy.TTL) if ended else []
 
 
 def decay_days(importance: int) -> int:
@@ -157,21 +180,17 @@ def decay_plan(*, now: datetime) -> list[PlannedExpiry]:
         .exclude(_decay_exempt_q())
         .annotate(anchor=Coalesce("last_activated", "recorded_at"))
         .filter(anchor__lt=now - timedelta(days=shortest))
+        .values_list("pk", "importance", "anchor")
     )
-    plan = []
-    for memory in rows:
-        days = decay_days(memory.importance)
-        idle = now - memory.anchor
+    decayed = {}
+    for pk, importance, anchor in rows:
+        days = decay_days(importance)
+        idle = now - anchor
         if idle > timedelta(days=days):
-            plan.append(
-                _planned(
-                    memory,
-                    ExpiredBy.DECAY,
-                    f"no activation for {idle.days} days (importance {memory.importance}: "
-                    f"{days}-day limit)",
-                )
+            decayed[pk] = (
+                f"no activation for {idle.days} days (importance {importance}: {days}-day limit)"
             )
-    return plan
+    return _plans(decayed, ExpiredBy.DECAY) if decayed else []
 
 
 def lifecycle_plan(*, now: datetime | None = None) -> tuple[list[PlannedExpiry], int]:
@@ -191,9 +210,9 @@ def _apply(plan: list[PlannedExpiry], *, actor: str, request_id: str, now: datet
     with transaction.atomic():
         locked = {
             memory.pk: memory
-            for memory in Memory.objects.select_for_update().filter(
-                pk__in=[item.memory_id for item in plan], status__in=LIVE_STATUSES
-            )
+            for memory in Memory.objects.select_for_update()
+            .filter(pk__in=[item.memory_id for item in plan], status__in=LIVE_STATUSES)
+            .only("pk", "memory_type", "status", "expired_by", "valid_to", "summary")
         }
         for item in plan:
             memory = locked.get(item.memory_id)

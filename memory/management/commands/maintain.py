@@ -24,6 +24,6 @@ class Command(BaseCommand):
         self.stdout.write(
             f"{verb} {total} memor{'y' if total == 1 else 'ies'}"
             + (f" ({counts})" if counts else "")
-            + f"; {report.checked} with dependencies checked in {report.elapsed_ms:.1f} ms"
+            + f"; {report.checked} distinct dependencies checked in {report.elapsed_ms:.1f} ms"
             + (" — dry run, nothing written" if dry_run else "")
         )
