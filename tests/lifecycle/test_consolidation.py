@@ -1,4 +1,7 @@
+from io import StringIO
+
 import pytest
+from django.core.management import call_command
 from django.utils import timezone
 
 from memory.models import AuditEvent, Evidence, Fact, FactKind, MemoryStatus, Narrative
@@ -60,6 +63,23 @@ def test_it_supersedes_a_status_and_answers_as_of_before_the_change(project_scop
     ]
     before_anything = old.recorded_at - timezone.timedelta(seconds=1)
     assert not facts_as_of(scope_ids=scopes, as_of=before_anything).exists()
+
+    def context(*extra):
+        out = StringIO()
+        call_command(
+            "context",
+            "--query",
+            "security status",
+            "--scope",
+            str(project_scope.pk),
+            *extra,
+            stdout=out,
+        )
+        return out.getvalue()
+
+    assert "fixed" in context() and "has_vulnerabilities" not in context()
+    then_out = context("--as-of", between.isoformat())
+    assert "has_vulnerabilities" in then_out and ": fixed" not in then_out
 
 
 def test_it_never_finds_the_old_row_under_a_different_key(project_scope):
