@@ -207,3 +207,31 @@ def test_it_replays_the_audit_log_into_the_final_statuses(project_scope, global_
     events = AuditEvent.objects.filter(target_type__in=["fact", "narrative", "memory"])
     assert all(event.actor and event.reason for event in events)
     assert replay_statuses() == stored_statuses()
+
+
+def test_it_supersedes_an_edited_narrative_instead_of_merging_into_it(project_scope):
+    original = narrate(project_scope, "archive-manager compresses archives with zstd", importance=2)
+    edit = narrate(
+        project_scope,
+        "archive-manager compresses archives with zstd",
+        importance=4,
+        supersedes_id=original.pk,
+    )
+    original.refresh_from_db()
+    assert edit.pk != original.pk and edit.supersedes_id == original.pk
+    assert original.status == MemoryStatus.SUPERSEDED and original.superseded_by_id == edit.pk
+    assert original.valid_to == edit.valid_from
+    event = AuditEvent.objects.get(target_type="narrative", target_id=edit.pk)
+    assert event.action == "invalidate"
+    assert event.after["statuses"] == {str(edit.pk): "active", str(original.pk): "superseded"}
+
+
+def test_it_refuses_to_supersede_what_is_not_an_active_narrative_in_scope(
+    project_scope, other_project_scope
+):
+    from memory.services.errors import InvalidInput
+
+    elsewhere = narrate(other_project_scope, "billing-service rotates keys monthly")
+    with pytest.raises(InvalidInput, match="not an active narrative"):
+        narrate(project_scope, "billing rotates keys weekly", supersedes_id=elsewhere.pk)
+    assert Narrative.objects.count() == 1
