@@ -140,3 +140,19 @@ def test_it_configures_a_local_keyless_llm(db, settings, tmp_path):
 def test_it_rejects_a_bad_as_of(db):
     with pytest.raises(CommandError, match="ISO"):
         call_command("context", "--query", "x", "--cwd", "/", "--as-of", "yesterday")
+
+
+def test_it_prompts_for_the_key_without_echo_on_a_terminal(db, settings, tmp_path, monkeypatch):
+    settings.TIDELINE_LLM_CONFIG_FILE = tmp_path / "llm.json"
+    prompts = []
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stdin", Terminal())
+    monkeypatch.setattr("getpass.getpass", lambda prompt: prompts.append(prompt) or "sk-typed")
+    out = run("llm", "set", "--base-url", "https://api.example.com/v1", "--model", "m")
+    assert prompts == ["API key (not echoed): "]
+    assert "sk-typed" not in out
+    assert json.loads((tmp_path / "llm.json").read_text())["api_key"] == "sk-typed"
