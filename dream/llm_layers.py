@@ -390,9 +390,8 @@ def _combing_material(day: date) -> tuple[dict, dict]:
     today = list(_day_narratives(day)[: settings.TIDELINE_DREAM_COMBING_MAX_MEMORIES])
     today_ids = [n.pk for n in today]
     scopes = {n.scope_id for n in today}
-    visible_of = {
-        scope_id: set(scope_visible_ids(scope=n.scope)) for n in today for scope_id in [n.scope_id]
-    }
+    scopes_by_id = {n.scope_id: n.scope for n in today}
+    visible_of = {pk: set(scope_visible_ids(scope=scope)) for pk, scope in scopes_by_id.items()}
     visible_all = set().union(*visible_of.values()) if visible_of else {scope_global().pk}
     earlier_pool = Narrative.objects.filter(
         status=MemoryStatus.ACTIVE,

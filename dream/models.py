@@ -40,6 +40,23 @@ class TopicClusterMember(models.Model):
         return f"narrative {self.narrative_id} in topic {self.cluster_id}"
 
 
+class NarrativeKeywords(models.Model):
+    """The topic words jieba found in one narrative, kept with a digest of the text they came from,
+    so a rebuild only segments narratives that are new or whose text changed."""
+
+    narrative = models.OneToOneField(
+        "memory.Narrative", primary_key=True, on_delete=models.CASCADE, related_name="+"
+    )
+    digest = models.CharField(max_length=40)
+    words = models.JSONField(default=list)
+
+    class Meta:
+        verbose_name_plural = "narrative keywords"
+
+    def __str__(self) -> str:
+        return f"narrative {self.narrative_id}: {' '.join(self.words[:8])}"
+
+
 class EmbeddingCluster(models.Model):
     """One k-means centroid in embedding space. Members are soft: each narrative sits in its three
     nearest centroids, so a memory between topics is visible from each of them."""

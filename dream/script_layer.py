@@ -13,6 +13,7 @@ Each rebuild is one transaction with one audit row, and writes nothing when the 
 is stored, so a second run changes nothing.
 """
 
+import hashlib
 import logging
 import re
 import threading
@@ -21,7 +22,7 @@ from functools import cache
 
 import numpy as np
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from dream.models import (
@@ -30,6 +31,7 @@ from dream.models import (
     EmbeddingClusterMember,
     EntityEdge,
     EntityNode,
+    NarrativeKeywords,
     TopicCluster,
     TopicClusterMember,
 )
@@ -164,6 +166,45 @@ def keywords_extract(text: str) -> set[str]:
     return words
 
 
+def _digest(text: str) -> str:
+    return hashlib.sha1((text or "").encode(), usedforsecurity=False).hexdigest()
+
+
+def keywords_for(rows: list[tuple[int, str]], *, store: bool = True) -> list[set[str]]:
+    """Topic words of each (narrative id, text), segmenting only texts not seen before: jieba is
+    most of a rebuild's time, and most narratives have not changed since the last one."""
+    cached = {
+        pk: (digest, words)
+        for pk, digest, words in NarrativeKeywords.objects.values_list(
+            "narrative_id", "digest", "words"
+        )
+    }
+    documents, fresh, stale = [], [], []
+    for pk, text in rows:
+        digest = _digest(text)
+        hit = cached.get(pk)
+        if hit is not None and hit[0] == digest:
+            documents.append(set(hit[1]))
+            continue
+        words = keywords_extract(text)
+        documents.append(words)
+        (stale if hit is not None else fresh).append((pk, digest, sorted(words)))
+    if store and (fresh or stale):
+        words_field = NarrativeKeywords._meta.get_field("words")
+        with transaction.atomic():
+            _rows_insert(
+                NarrativeKeywords,
+                ["narrative_id", "digest", "words"],
+                (
+                    (pk, digest, words_field.get_db_prep_save(words, connection))
+                    for pk, digest, words in fresh
+                ),
+            )
+            for pk, digest, words in stale:
+                NarrativeKeywords.objects.filter(pk=pk).update(digest=digest, words=words)
+    return documents
+
+
 def terms_filter(
     documents: list[set[str]], *, min_df: int, max_ratio: float
 ) -> dict[str, list[int]]:
@@ -212,15 +253,33 @@ def clusters_jaccard_merge(clusters: dict[str, list[int]], *, threshold: float) 
     return groups
 
 
+def _rows_insert(model, columns: list[str], rows) -> None:
+    """Plain multi-row INSERTs for derived rows: at tens of thousands of memberships, building a
+    model instance per row costs more than the clustering itself."""
+    sql = (
+        f"INSERT INTO {model._meta.db_table} ({', '.join(columns)}) "
+        f"VALUES ({', '.join(['%s'] * len(columns))})"
+    )
+    batch: list[tuple] = []
+    with connection.cursor() as cursor:
+        for row in rows:
+            batch.append(row)
+            if len(batch) == 5000:
+                cursor.executemany(sql, batch)
+                batch = []
+        if batch:
+            cursor.executemany(sql, batch)
+
+
 def _live_narratives():
     return Narrative.objects.filter(status=MemoryStatus.ACTIVE).order_by("pk")
 
 
-def topic_clusters_compute(*, merge: bool | None = None) -> dict[str, dict]:
+def topic_clusters_compute(*, merge: bool | None = None, store: bool = True) -> dict[str, dict]:
     """{cluster term: {"terms": [...], "members": sorted narrative ids}} for the active narratives."""
     merge = settings.TIDELINE_DREAM_TOPIC_MERGE if merge is None else merge
     rows = list(_live_narratives().values_list("pk", "search_text"))
-    documents = [keywords_extract(text) for _, text in rows]
+    documents = keywords_for(rows, store=store)
     kept = terms_filter(
         documents,
         min_df=settings.TIDELINE_DREAM_TOPIC_MIN_DF,
@@ -243,7 +302,7 @@ def topic_clusters_compute(*, merge: bool | None = None) -> dict[str, dict]:
 
 def topic_clusters_rebuild(*, dry_run: bool = False, merge: bool | None = None) -> dict:
     """Recompute topic clusters and store what changed (one transaction, one audit row)."""
-    wanted = topic_clusters_compute(merge=merge)
+    wanted = topic_clusters_compute(merge=merge, store=not dry_run)
     stored = {
         cluster.term: {"terms": cluster.terms, "members": []}
         for cluster in TopicCluster.objects.all()
@@ -279,13 +338,14 @@ def topic_clusters_rebuild(*, dry_run: bool = False, merge: bool | None = None) 
         )
         if created and created[0].pk is None:
             created = list(TopicCluster.objects.filter(term__in=changed))
-        TopicClusterMember.objects.bulk_create(
-            [
-                TopicClusterMember(cluster_id=cluster.pk, narrative_id=narrative_id)
+        _rows_insert(
+            TopicClusterMember,
+            ["cluster_id", "narrative_id"],
+            (
+                (cluster.pk, narrative_id)
                 for cluster in created
                 for narrative_id in wanted[cluster.term]["members"]
-            ],
-            batch_size=2000,
+            ),
         )
         audit_record(
             actor=Actor.SYSTEM,
@@ -436,18 +496,14 @@ def soft_clusters_rebuild(*, dry_run: bool = False) -> dict:
         if clusters and clusters[0].pk is None:
             clusters = list(EmbeddingCluster.objects.order_by("index"))
         pk_of = {cluster.index: cluster.pk for cluster in clusters}
-        EmbeddingClusterMember.objects.bulk_create(
-            [
-                EmbeddingClusterMember(
-                    cluster_id=pk_of[int(nearest[row, rank])],
-                    memory_id=ids[row],
-                    rank=rank + 1,
-                    distance=float(distances[row, rank]),
-                )
+        _rows_insert(
+            EmbeddingClusterMember,
+            ["cluster_id", "memory_id", "rank", "distance"],
+            (
+                (pk_of[int(nearest[row, rank])], ids[row], rank + 1, float(distances[row, rank]))
                 for row in range(len(ids))
                 for rank in range(nearest.shape[1])
-            ],
-            batch_size=2000,
+            ),
         )
         EmbeddingClusterAdjacency.objects.bulk_create(
             [

@@ -1,7 +1,7 @@
-from dream.models import TopicCluster
+from dream.models import NarrativeKeywords, TopicCluster
 from dream.script_layer import keywords_extract, terms_filter, topic_clusters_rebuild
 from dream.selectors import topic_clusters_read
-from memory.models import AuditEvent
+from memory.models import AuditEvent, Memory
 
 FILLER = [
     *("apple", "bridge", "candle", "desert", "engine", "forest", "garden", "hammer", "island"),
@@ -59,3 +59,18 @@ def test_it_merges_overlapping_terms_only_when_asked(global_scope, write_narrati
     topic_clusters_rebuild(merge=True)
     merged = TopicCluster.objects.get()
     assert sorted(merged.terms) == ["ocean", "whale"] and merged.size == 3
+
+
+def test_it_segments_each_text_once_and_again_only_when_it_changes(global_scope, write_narrative):
+    narratives = [write_narrative(global_scope, f"{word} whale") for word in FILLER[:5]]
+    topic_clusters_rebuild(dry_run=True)
+    assert NarrativeKeywords.objects.count() == 0  # a dry run writes nothing, not even the cache
+    topic_clusters_rebuild()
+    cached = dict(NarrativeKeywords.objects.values_list("narrative_id", "words"))
+    assert cached[narratives[0].pk] == ["apple", "whale"]
+    # A redaction rewrites the text in place: its words are recomputed, the others reused.
+    Memory.objects.filter(pk=narratives[0].pk).update(search_text="lantern harbor")
+    topic_clusters_rebuild()
+    cached = dict(NarrativeKeywords.objects.values_list("narrative_id", "words"))
+    assert cached[narratives[0].pk] == ["harbor", "lantern"]
+    assert cached[narratives[1].pk] == ["bridge", "whale"]
