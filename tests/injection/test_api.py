@@ -303,3 +303,18 @@ def test_it_refuses_oversized_bodies(api, settings):
 
     assert response.status_code == 413
     assert not Session.objects.filter(external_id="big").exists()
+
+
+def test_it_answers_bad_edits_with_a_message(api, project):
+    narrative = narrative_seed(project, "something")
+
+    unknown = api.patch(
+        f"/api/v1/memories/{narrative.pk}",
+        data=json.dumps({"changes": {"weight": 1}}),
+        content_type="application/json",
+    )
+    api.delete(f"/api/v1/memories/{narrative.pk}")
+    twice = api.delete(f"/api/v1/memories/{narrative.pk}")
+
+    assert unknown.status_code == 400 and "weight" in unknown.json()["detail"]
+    assert twice.status_code == 400 and "already expired" in twice.json()["detail"]

@@ -306,3 +306,13 @@ def test_it_never_injects_another_projects_memories(project, other_project):
 
     assert "billing secret plan" not in block.text
     assert Narrative.objects.filter(scope=other_project).count() == 1
+
+
+def test_it_never_injects_a_secret_memory(project):
+    secret = narrative_seed(project, "the vault password hint", secret=True)
+    weights_set({secret: 0.95})
+
+    block = context_session_start(scope_ids=_ids(project))
+    turn = context_turn(query="vault password hint please", scope_ids=_ids(project))
+
+    assert "vault password" not in block.text and "vault password" not in turn.text
