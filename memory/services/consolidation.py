@@ -31,7 +31,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memory.models import Memory, MemoryStatus
-from memory.services.embedding import embedder_get, vector_from_bytes
+from memory.services.embedding import embedder_get
 from memory.services.errors import InvalidInput
 
 logger = logging.getLogger("tideline.consolidation")
@@ -65,10 +65,12 @@ class Match:
     how: str  # "identical-text" or "embedding"
 
 
+_NOT_ALNUM = re.compile(r"[\W_]+")
+
+
 def text_normalise(text: str) -> str:
     """Case, width, whitespace and punctuation do not make two memories different."""
-    text = unicodedata.normalize("NFKC", text or "").casefold()
-    return "".join(ch for ch in text if ch.isalnum())
+    return _NOT_ALNUM.sub("", unicodedata.normalize("NFKC", text or "").casefold())
 
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
@@ -130,7 +132,6 @@ def near_duplicate_find(
     scope_id: int,
     text: str,
     embedded: Embedded | None,
-    extra: Q | None = None,
 ) -> Match | None:
     """The live, unpinned memory of this type in this scope that the candidate duplicates, if any:
     identical normalised text first, then the closest vector at or above the model's threshold
@@ -138,37 +139,42 @@ def near_duplicate_find(
     rows = Memory.objects.filter(
         scope_id=scope_id, memory_type=memory_type, status__in=LIVE_STATUSES, pinned=False
     )
-    if extra is not None:
-        rows = rows.filter(extra)
     window = list(
         rows.order_by("-recorded_at", "-pk").values_list(
             "pk", "search_text", "embedding", "embedding_model"
         )[: settings.TIDELINE_MERGE_WINDOW]
     )
     wanted = text_normalise(text)
-    best: tuple[float, int] | None = None
-    for pk, search_text, blob, model_id in window:
-        if wanted and text_normalise(search_text) == wanted:
-            return Match(
-                memory=Memory.objects.get(pk=pk).child, similarity=1.0, how="identical-text"
-            )
-        if (
-            embedded is None
-            or embedded.vector is None
-            or not blob
-            or model_id != embedded.model_id
-            or not texts_compatible(text, search_text)
-        ):
-            continue
-        vector = vector_from_bytes(bytes(blob))
-        if vector.shape != embedded.vector.shape:
-            continue
-        similarity = float(vector @ embedded.vector)
-        if best is None or similarity > best[0]:
-            best = (similarity, pk)
-    if best is None or embedded is None or best[0] < merge_threshold(embedded.model_id):
+    if wanted:
+        for pk, search_text, _, _ in window:
+            if text_normalise(search_text) == wanted:
+                return Match(
+                    memory=Memory.objects.get(pk=pk).child, similarity=1.0, how="identical-text"
+                )
+    if embedded is None or embedded.vector is None:
         return None
-    return Match(memory=Memory.objects.get(pk=best[1]).child, similarity=best[0], how="embedding")
+    vector = embedded.vector
+    comparable = [
+        (pk, search_text, bytes(blob))
+        for pk, search_text, blob, model_id in window
+        if blob and model_id == embedded.model_id and len(blob) == vector.nbytes
+    ]
+    if not comparable:
+        return None
+    matrix = np.frombuffer(b"".join(blob for _, _, blob in comparable), dtype=np.float32)
+    similarities = matrix.reshape(len(comparable), -1) @ vector
+    threshold = merge_threshold(embedded.model_id)
+    for row in np.argsort(-similarities):
+        if similarities[row] < threshold:
+            break
+        pk, search_text, _ = comparable[row]
+        if texts_compatible(text, search_text):
+            return Match(
+                memory=Memory.objects.get(pk=pk).child,
+                similarity=float(similarities[row]),
+                how="embedding",
+            )
+    return None
 
 
 # --- Dependencies ------------------------------------------------------------------------------
