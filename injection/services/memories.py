@@ -2,10 +2,7 @@
 
 from dataclasses import replace
 
-from django.db import transaction
-
-from memory.models import AuditAction, ExpiredBy, Fact, Memory, MemoryStatus, Narrative, SelfConcept
-from memory.services.audit import audit_record
+from memory.models import Fact, MemoryStatus, Narrative, SelfConcept
 from memory.services.errors import InvalidInput
 from memory.services.facts import FactInput, fact_write
 from memory.services.narratives import NarrativeInput, narrative_write
@@ -32,8 +29,10 @@ NARRATIVE_FIELDS = (
 
 def narrative_supersede(
     *, narrative: Narrative, changes: dict, actor: str, reason: str = "", request_id: str = ""
-):
-    """Write the edited narrative as a new row and mark the old one superseded, linked both ways."""
+) -> Narrative:
+    """Write the edited narrative as a new row that supersedes the old one (narrative_write links
+    both ways and audits it as one decision). An edit the gate rejects is stored as rejected and
+    leaves the original active."""
     unknown = set(changes) - set(NARRATIVE_FIELDS)
     if unknown:
         raise InvalidInput(f"cannot change {sorted(unknown)} on a narrative", field="changes")
@@ -49,31 +48,12 @@ def narrative_supersede(
         secret=narrative.secret,
         source_turn_ids=list(narrative.evidence.values_list("turn_id", flat=True)),
     )
-    with transaction.atomic():
-        successor = narrative_write(
-            data=replace(current, **changes),
-            actor=actor,
-            reason=reason or f"edit of narrative #{narrative.pk}",
-            request_id=request_id,
-        )
-        Memory.objects.filter(pk=successor.pk).update(supersedes_id=narrative.pk)
-        Memory.objects.filter(pk=narrative.pk).update(
-            status=MemoryStatus.SUPERSEDED,
-            expired_by=ExpiredBy.SUPERSEDED,
-            valid_to=successor.recorded_at,
-            superseded_by_id=successor.pk,
-        )
-        audit_record(
-            actor=actor,
-            action=AuditAction.INVALIDATE,
-            target=narrative,
-            reason=reason or f"superseded by #{successor.pk}",
-            before={"status": MemoryStatus.ACTIVE},
-            after={"status": MemoryStatus.SUPERSEDED, "superseded_by": successor.pk},
-            request_id=request_id,
-        )
-    successor.refresh_from_db()
-    return successor
+    return narrative_write(
+        data=replace(current, **changes, supersedes_id=narrative.pk),
+        actor=actor,
+        reason=reason or f"edit of narrative #{narrative.pk}",
+        request_id=request_id,
+    )
 
 
 def memory_update(*, memory, changes: dict, actor: str, reason: str = "", request_id: str = ""):
