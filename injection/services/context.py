@@ -46,74 +46,14 @@ ENVELOPE_NOTICE = (
 )
 SOURCE_T0 = "t0_inject"
 SOURCE_T2 = "t2_prefetch"
-SOURCE_T3 = "t3_map"
 SOURCE_T1 = "t1_prefetch"
 SOURCE_T4 = "t4_keyword"
-_ENGLISH_STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "can",
-        "could",
-        "did",
-        "do",
-        "does",
-        "for",
-        "from",
-        "had",
-        "has",
-        "have",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "me",
-        "my",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "our",
-        "so",
-        "than",
-        "that",
-        "the",
-        "their",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "why",
-        "will",
-        "with",
-        "would",
-        "you",
-        "your",
-    ]
+_STOPWORD_TEXT = (
+    "a an and are as at be but by can could did do does for from had has have how i if in into "
+    "is it its me my no not of on or our so than that the their them then there these they "
+    "this to was we were what when where which who why will with would you your"
 )
+_ENGLISH_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 @dataclass
