@@ -327,7 +327,9 @@ def solidify_layer(*, chunks: list[Chunk], day: date, config: LLMConfig) -> Laye
                 reason=f"DREAM solidify {day}: from {len(data_in.source_turn_ids)} turn(s) of "
                 f"session {chunk.session_id}",
             )
-            outcome.wrote("narratives", narrative.pk)
+            # The write gate may still refuse it; it is then kept as rejected, with its reason.
+            rejected = narrative.status == MemoryStatus.REJECTED
+            outcome.wrote("gate_rejected" if rejected else "narratives", narrative.pk)
     if outcome.rejected:
         outcome.status = "failed" if not outcome.written else "partial"
     return outcome
@@ -900,5 +902,5 @@ def dream_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
         outcome.rejected.append(str(exc))
         return outcome
     dream = narrative_write(data=data_in, actor=Actor.LLM, reason=f"DREAM symbolic dream {day}")
-    outcome.wrote("dreams", dream.pk)
+    outcome.wrote("gate_rejected" if dream.status == MemoryStatus.REJECTED else "dreams", dream.pk)
     return outcome
