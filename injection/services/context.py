@@ -48,6 +48,7 @@ SOURCE_T0 = "t0_inject"
 SOURCE_T2 = "t2_prefetch"
 SOURCE_T1 = "t1_prefetch"
 SOURCE_T4 = "t4_keyword"
+T1_SEEN_LOOKAHEAD = 50
 _STOPWORD_TEXT = (
     "a an and are as at be but by can could did do does for from had has have how i if in into "
     "is it its me my no not of on or our so than that the their them then there these they "
@@ -402,10 +403,13 @@ def t1_select(
         return []
     floor = settings.TIDELINE_T1_MIN_COSINE
     top = settings.TIDELINE_T1_TOP
+    seen = _seen_ids(session)
+    # Enough hits that the unseen ones are still among them however much was shown before (up to
+    # a bound), and no more: every hit is loaded as a typed row.
     hits = memory_search(
         query=query,
         scope_ids=scope_ids,
-        limit=top * 3,
+        limit=top + min(len(seen), T1_SEEN_LOOKAHEAD),
         lexical=False,
         semantic=True,
         min_semantic=floor,
@@ -416,7 +420,6 @@ def t1_select(
         if hit.semantic is not None and hit.semantic > floor and not hit.memory.secret
     ]
     hits.sort(key=lambda hit: hit.semantic, reverse=True)
-    seen = _seen_ids(session)
     fresh = [hit for hit in hits if hit.memory.pk not in seen]
     chosen = fresh if len(fresh) >= settings.TIDELINE_T1_MIN_FRESH else hits
     return [
