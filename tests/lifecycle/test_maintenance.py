@@ -48,6 +48,10 @@ def test_it_expires_a_memory_whose_directory_is_gone_after_a_dry_run_changes_not
 
     out = run("maintain")
     assert f"expired: #{doomed.pk} " in out
+    # The dry run listed exactly what the real run changed.
+    planned = [line.removeprefix("would expire: ") for line in dry.splitlines()[:-1]]
+    done = [line.removeprefix("expired: ") for line in out.splitlines()[:-1]]
+    assert planned == done
     doomed.refresh_from_db()
     assert doomed.status == MemoryStatus.EXPIRED and doomed.expired_by == "scope-gone"
     event = AuditEvent.objects.get(action="expire", target_id=doomed.pk)
