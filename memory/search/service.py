@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -88,6 +89,14 @@ def _blas_one_thread():
 
         _blas = ThreadpoolController()
     return _blas.limit(limits=1, user_api="blas")
+
+
+def _among(column: np.ndarray, values) -> np.ndarray:
+    """column ∈ values, as a mask; a few equality passes beat np.isin's sort for short lists."""
+    mask = np.zeros(column.shape[0], dtype=bool)
+    for value in set(values):
+        mask |= column == value
+    return mask
 
 
 def search_index(kind: str) -> SearchIndex:
@@ -244,7 +253,7 @@ def _rank(
     lexical: bool,
     semantic: bool,
     floor: float,
-    priors: np.ndarray | None,
+    priors: Callable[[np.ndarray], np.ndarray] | None,
     vector: np.ndarray | None,
 ) -> list[tuple[int, float, float, float | None, dict]]:
     """(row, score, bm25, cosine, why) for the best `limit` eligible rows. `vector` is the query's
@@ -290,7 +299,7 @@ def _rank(
             score += weight * np.clip((cosine[at] - low) / (high - low), 0.0, 1.0)
         score += boost[at]
         if priors is not None:
-            score += priors[at]
+            score += priors(at)
         return score
 
     def best(at: np.ndarray, score: np.ndarray, take: int) -> np.ndarray:
@@ -373,11 +382,11 @@ def memory_search(
     vector = _query_vector(query, index) if semantic else None
     with index.lock:
         table = index.table
-        in_scope = table["alive"] & np.isin(table["scope"], np.asarray(scope_ids, dtype=np.int64))
+        in_scope = table["alive"] & _among(table["scope"], scope_ids)
         eligible = in_scope.copy()
         moment = (as_of or timezone.now()).timestamp()
         wanted = statuses or (AS_OF_STATUSES if as_of else DEFAULT_STATUSES)
-        eligible &= np.isin(table["status"], [STATUS_CODES[s] for s in wanted])
+        eligible &= _among(table["status"], [STATUS_CODES[s] for s in wanted])
         if statuses is None or as_of is not None:
             eligible &= (table["valid_from"] <= moment) & (table["valid_to"] > moment)
         if since is not None:
@@ -385,9 +394,9 @@ def memory_search(
         if until is not None:
             eligible &= table["valid_from"] < until.timestamp()
         if memory_types:
-            eligible &= np.isin(table["memory_type"], [TYPE_CODES[t] for t in memory_types])
+            eligible &= _among(table["memory_type"], [TYPE_CODES[t] for t in memory_types])
         if layers:
-            eligible &= np.isin(table["layer"], [LAYER_CODES[layer] for layer in layers])
+            eligible &= _among(table["layer"], [LAYER_CODES[layer] for layer in layers])
         if tags:
             tagged = NarrativeTag.objects.filter(
                 tag__in=[tag.strip().lower() for tag in tags]
@@ -396,12 +405,17 @@ def memory_search(
             mask = np.zeros(table.size, dtype=bool)
             mask[rows] = True
             eligible &= mask
-        age_days = np.maximum(0.0, (time.time() - table["recorded_at"]) / 86400.0)
-        priors = (
-            settings.TIDELINE_SEARCH_PRIOR_WEIGHT * table["weight"]
-            + settings.TIDELINE_SEARCH_PRIOR_PINNED * table["pinned"]
-            + settings.TIDELINE_SEARCH_PRIOR_RECENCY * np.exp2(-age_days / RECENCY_HALF_LIFE_DAYS)
-        ).astype(np.float32)
+        now = time.time()
+
+        def priors(rows: np.ndarray) -> np.ndarray:
+            age_days = np.maximum(0.0, (now - table["recorded_at"][rows]) / 86400.0)
+            return (
+                settings.TIDELINE_SEARCH_PRIOR_WEIGHT * table["weight"][rows]
+                + settings.TIDELINE_SEARCH_PRIOR_PINNED * table["pinned"][rows]
+                + settings.TIDELINE_SEARCH_PRIOR_RECENCY
+                * np.exp2(-age_days / RECENCY_HALF_LIFE_DAYS)
+            ).astype(np.float32)
+
         ranked = _rank(
             index=index,
             query=query,
@@ -418,12 +432,13 @@ def memory_search(
         if min_semantic is not None:
             ranked = [item for item in ranked if item[3] is not None and item[3] >= min_semantic]
         ids = [int(table["id"][row]) for row, *_ in ranked]
-        prior_of = {int(table["id"][row]): float(priors[row]) for row, *_ in ranked}
+        chosen = np.asarray([row for row, *_ in ranked], dtype=np.int64)
+        prior_of = dict(zip(ids, priors(chosen).tolist(), strict=True))
         kinds = {
             int(table["id"][row]): TYPE_NAMES[int(table["memory_type"][row])] for row, *_ in ranked
         }
     memories = _memories_typed(kinds)
-    labels = dict(Scope.objects.filter(pk__in=scope_ids).values_list("pk", "label"))
+    labels = dict(Scope.objects.filter(pk__in=scope_ids).order_by().values_list("pk", "label"))
     hits = []
     for (_, score, bm25, cosine, why), pk in zip(ranked, ids, strict=True):
         memory = memories.get(pk)
@@ -457,9 +472,8 @@ def _memories_typed(kinds: dict[int, str]) -> dict[int, Memory]:
     ):
         wanted = [pk for pk, memory_type in kinds.items() if memory_type == kind]
         if wanted:
-            found.update(
-                {row.pk: row for row in model.objects.filter(pk__in=wanted).defer("embedding")}
-            )
+            rows = model.objects.filter(pk__in=wanted).defer("embedding").order_by()
+            found.update({row.pk: row for row in rows})
     return found
 
 
@@ -481,7 +495,7 @@ def turn_search(
     vector = _query_vector(query, index)
     with index.lock:
         table = index.table
-        in_scope = table["alive"] & np.isin(table["scope"], np.asarray(scope_ids, dtype=np.int64))
+        in_scope = table["alive"] & _among(table["scope"], scope_ids)
         eligible = in_scope.copy()
         if since is not None:
             eligible &= table["occurred_at"] >= since.timestamp()
@@ -503,8 +517,11 @@ def turn_search(
             vector=vector,
         )
         ids = [int(table["id"][row]) for row, *_ in ranked]
-    turns = ContextTurn.objects.defer("embedding").in_bulk(ids)
-    labels = dict(Scope.objects.filter(pk__in=scope_ids).values_list("pk", "label"))
+    turns = {
+        turn.pk: turn
+        for turn in ContextTurn.objects.filter(pk__in=ids).defer("embedding").order_by()
+    }
+    labels = dict(Scope.objects.filter(pk__in=scope_ids).order_by().values_list("pk", "label"))
     hits = []
     for (_, score, bm25, cosine, why), pk in zip(ranked, ids, strict=True):
         turn = turns.get(pk)
