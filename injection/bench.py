@@ -13,6 +13,7 @@ import http.client
 import json
 import os
 import random
+import shutil
 import socket
 import statistics
 import subprocess
@@ -331,6 +332,7 @@ def _measure(n: int, options, rng: random.Random, out) -> dict:
     finally:
         server.terminate()
         server.wait(timeout=30)
+        shutil.rmtree(project_dir, ignore_errors=True)
     return {
         "starts": starts,
         "turns": turns,
