@@ -90,7 +90,8 @@ def test_it_runs_the_nightly_dream_in_a_real_celery_worker(
     finally:
         worker.terminate()
         worker.wait(timeout=20)
-        probe.connection_for_write().default_channel.queue_purge(queue)
+        with probe.connection_for_write() as broker:
+            broker.default_channel.queue_delete(queue)
 
 
 def test_it_starts_nothing_while_another_run_holds_the_lease(db):
