@@ -117,6 +117,7 @@ class SearchIndex:
         self.lock = threading.RLock()
         self.last_seq = 0
         self.last_token: int | None = None
+        self.loaded = False
         self._reset()
 
     def _reset(self) -> None:
@@ -135,20 +136,19 @@ class SearchIndex:
     def refresh(self) -> None:
         """Bring the index up to the change log's tip. Cheap when nothing changed."""
         with self.lock, connection.cursor() as cursor:
-            if self.last_seq:
+            if self.loaded and self.last_seq:
                 cursor.execute(
                     f"SELECT token FROM {schema.CHANGE_TABLE} WHERE seq = %s", [self.last_seq]
                 )
                 found = cursor.fetchone()
-                if found is None or found[0] != self.last_token:
-                    # The log was rolled back underneath us (or recreated): start over.
-                    self._reset()
-                    self.last_seq = 0
-            if not self.last_seq:
+                # The log was rolled back underneath us (or recreated): start over.
+                self.loaded = found is not None and found[0] == self.last_token
+            if not self.loaded:
                 cursor.execute(f"SELECT max(seq) FROM {schema.CHANGE_TABLE}")
                 tip = cursor.fetchone()[0] or 0
                 self._reset()
                 self._load_all()
+                self.loaded = True
                 self._advance(cursor, tip)
                 return
             cursor.execute(
