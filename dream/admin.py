@@ -69,7 +69,10 @@ class DreamRunAdmin(ReadOnlyAdmin):
     @admin.display(description="layers")
     def outcomes(self, run: DreamRun) -> str:
         layers = (run.stats or {}).get("layers") or {}
-        return " · ".join(f"{name} {result.get('status', '?')}" for name, result in layers.items())
+        order = (run.stats or {}).get("order") or list(layers)
+        return " · ".join(
+            f"{name} {layers[name].get('status', '?')}" for name in order if name in layers
+        )
 
     @admin.display(description="what each layer did")
     def stats_pretty(self, run: DreamRun) -> str:

@@ -188,7 +188,8 @@ class DreamRun(models.Model):
     trigger = models.CharField(max_length=16, default="manual")
     started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # {"layers": {"scan": {"status": "ok", ...}, "solidify": {"status": "ok", "written": [..]}}}
+    # {"layers": {"scan": {"status": "ok", ...}, "solidify": {"status": "ok", "written": {..}}},
+    #  "order": ["scan", "script", ...]} — PostgreSQL's jsonb does not keep key order, "order" does.
     stats = models.JSONField(default=dict, blank=True)
     tokens = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)

@@ -145,7 +145,11 @@ def dream_run(
             error="the run stopped before finishing (process ended or lease expired)",
         )
         run = DreamRun.objects.create(
-            layer=layer, day=day, trigger=trigger[:16], stats={"layers": {}}, started_at=now
+            layer=layer,
+            day=day,
+            trigger=trigger[:16],
+            stats={"layers": {}, "order": layers},
+            started_at=now,
         )
         config = llm_config_load() if any(name in LLM_LAYERS for name in layers) else None
         errors = []

@@ -84,9 +84,7 @@ def test_it_runs_the_nightly_dream_in_a_real_celery_worker(
         assert run is not None, "the worker never finished a DREAM run"
         assert run.status == DreamRunStatus.OK, run.error
         assert run.trigger == "celery" and run.day.isoformat() == day
-        assert list(run.stats["layers"]) == [
-            *("scan", "script", "solidify", "combing", "drift", "dream")
-        ]
+        assert run.stats["order"] == [*("scan", "script", "solidify", "combing", "drift", "dream")]
     finally:
         worker.terminate()
         worker.wait(timeout=20)

@@ -159,7 +159,8 @@ def test_it_runs_the_whole_pipeline_with_valid_answers_and_repeats_as_a_no_op(
     run = dream_run()
     assert run.status == DreamRunStatus.OK, run.error
     layers = run.stats["layers"]
-    assert [layers[name]["status"] for name in layers] == ["ok"] * 6
+    assert run.stats["order"] == ["scan", "script", "solidify", "combing", "drift", "dream"]
+    assert [layers[name]["status"] for name in run.stats["order"]] == ["ok"] * 6
     assert run.tokens == 4 * 18
     assert len(fake_llm.requests) == 4
 
