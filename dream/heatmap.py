@@ -35,6 +35,10 @@ def _colour(count: int, peak: int) -> str:
     return RAMP[min(len(RAMP) - 1, int(position * (len(RAMP) - 1) + 0.5))]
 
 
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def _label(row: dict) -> str:
     name = row["name"] or f"cluster {row['index']}"
     if len(name) > LABEL_CHARS:
@@ -59,13 +63,14 @@ def heatmap_svg(heatmap: dict, *, row_limit: int = ROW_LIMIT) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" font-family="system-ui, -apple-system, '
         f"'Segoe UI', 'Noto Sans CJK SC', 'WenQuanYi Zen Hei', sans-serif\" font-size=\"12\">",
-        f"<title>Attention heatmap: {heatmap['events']} recalls over {len(days)} days, "
-        f"{len(heatmap['lit'])} clusters lit, {deserts} deserts</title>",
+        f"<title>Attention heatmap: {_count(heatmap['events'], 'recall')} over {len(days)} "
+        f"days, {_count(len(heatmap['lit']), 'cluster')} lit, {_count(deserts, 'desert')}</title>",
         f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
         f'<text x="12" y="24" font-size="16" font-weight="600" fill="{INK}">'
         f"Attention · last {len(days)} days</text>",
-        f'<text x="12" y="44" fill="{MUTED}">{heatmap["events"]} recalls · '
-        f"{len(heatmap['lit'])} clusters lit · {deserts} deserts (never lit)</text>",
+        f'<text x="12" y="44" fill="{MUTED}">{_count(heatmap["events"], "recall")} · '
+        f"{_count(len(heatmap['lit']), 'cluster')} lit · {_count(deserts, 'desert')} "
+        f"(never lit)</text>",
     ]
     for position, day in enumerate(days):
         # Weekly ticks counted back from today, so the newest day always has its date.
@@ -100,7 +105,8 @@ def heatmap_svg(heatmap: dict, *, row_limit: int = ROW_LIMIT) -> str:
             stroke = f' stroke="{DESERT_STROKE}" stroke-dasharray="2 2"' if desert else ""
             parts.append(
                 f'<rect x="{x}" y="{y}" width="{CELL}" height="{CELL}" rx="2" fill="{fill}"'
-                f"{stroke}><title>{label} · {days[position].isoformat()}: {count} recalls"
+                f"{stroke}><title>{label} · {days[position].isoformat()}: "
+                f"{_count(count, 'recall')}"
                 f"</title></rect>"
             )
         bar_x = LABEL_WIDTH + grid_width + 8

@@ -49,7 +49,7 @@ def test_it_draws_the_heatmap_as_an_svg_with_lit_rows_first_and_deserts_marked(c
     svg = heatmap_svg(heatmap)
     assert svg.startswith("<svg") and svg.endswith("</svg>")
     assert svg.count("<rect") >= len(heatmap["clusters"]) * 30
-    assert f"{heatmap['events']} recalls" in svg
+    assert f"{heatmap['events']} recalls ·" in svg
     assert svg.count(">desert<") == len(heatmap["deserts"])
     labels = re.findall(r'text-anchor="end" fill="([^"]+)">(#\d+)', svg)
     lit_first = [colour for colour, _ in labels]
