@@ -1,9 +1,12 @@
 """Layer 0 (no LLM): what the day left unindexed.
 
 - Track A: narratives without source links (no Evidence back to the raw turns);
-- Track B: context turns after each scope's newest narrative that no memory cites yet, grouped per
-  session into chunks where consecutive turns are at most 10 minutes apart; chunks shorter than 3
-  turns wait for more context. Subagent sessions are not the owner's and are left out;
+- Track B: context turns that no memory cites yet, after each scope's newest narrative without
+  source links, grouped per session into chunks where consecutive turns are at most 10 minutes
+  apart; chunks shorter than 3 turns wait for more context. A narrative with source links covers
+  exactly the turns it cites, so it does not move the cut-off (otherwise a chunk whose
+  solidification failed would fall behind the chunk solidified before it and never be offered
+  again). Subagent sessions are not the owner's and are left out;
 - Tracks C/D: narratives and turns still waiting for an embedding (pending or failed).
 
 The markdown report is what the owner reads and what solidification works from; the JSON carries
@@ -62,7 +65,7 @@ def turns_chunk(
 
 
 def _unindexed_turns(*, since: datetime | None):
-    """Turns no memory cites, after their scope's newest narrative (or after `since`)."""
+    """Turns no memory cites, after their scope's newest unlinked narrative (or after `since`)."""
     cited = Evidence.objects.values("turn_id")
     base = (
         ContextTurn.objects.exclude(pk__in=cited)
@@ -73,6 +76,7 @@ def _unindexed_turns(*, since: datetime | None):
         return base.filter(occurred_at__gte=since)
     newest = dict(
         Narrative.objects.filter(status__in=SCANNED_STATUSES)
+        .exclude(pk__in=Evidence.objects.values("memory_id"))
         .values("scope_id")
         .annotate(newest=Max("recorded_at"))
         .values_list("scope_id", "newest")

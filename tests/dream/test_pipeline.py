@@ -296,3 +296,51 @@ def test_it_fixes_a_dream_at_importance_one_and_dreams_once_a_day(fake_llm, day_
     forced = dream_run(layer="dream", force=True)
     assert forced.stats["layers"]["dream"]["reason"] == "already dreamt today"
     assert Narrative.objects.filter(ntype="dream").count() == 1
+
+
+def test_it_resumes_solidify_after_a_failure_without_duplicating_what_was_written(
+    fake_llm, project_scope
+):
+    chunks = []
+    for name in ("first", "second"):
+        session = session_start(runtime="test", external_id=name, scope_id=project_scope.pk)
+        chunks.append(
+            turns_record(
+                session_id=session.pk,
+                turns=[
+                    TurnInput(role="user", content=f"{name} conversation, turn {i}")
+                    for i in range(3)
+                ],
+            )
+        )
+
+    def answer(turns):
+        return json_answer(
+            {
+                "narratives": [
+                    {
+                        "gesture": f"We talked it through ({turns[0].content})",
+                        "importance": 3,
+                        "emotional": 3,
+                        "unresolved": 2,
+                        "source_turn_ids": [turn.pk for turn in turns],
+                    }
+                ]
+            }
+        )
+
+    fake_llm.script(answer(chunks[0]), slow_answer(3.0, {"narratives": []}))
+    first = dream_run(layer="solidify")
+    assert first.status == DreamRunStatus.PARTIAL
+    assert first.stats["layers"]["solidify"]["status"] == "partial"
+    assert Narrative.objects.count() == 1
+
+    fake_llm.script(answer(chunks[1]))
+    again = dream_run(layer="solidify")
+    assert again.status == DreamRunStatus.OK
+    assert len(fake_llm.requests) == 3  # the first chunk, already cited, is not asked again
+    cited = {
+        tuple(sorted(Evidence.objects.filter(memory=n).values_list("turn_id", flat=True)))
+        for n in Narrative.objects.all()
+    }
+    assert cited == {tuple(t.pk for t in turns) for turns in chunks}
