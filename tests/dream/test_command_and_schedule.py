@@ -7,7 +7,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from dream.models import DreamRun, DreamRunStatus
-from dream.tasks import clusters_rebuild, dream_daily
+from dream.tasks import clusters_rebuild, dream_daily, maintain
+from memory.models import Memory, MemoryStatus
 from tideline_site.settings import _beat
 
 
@@ -40,6 +41,14 @@ def test_it_runs_the_tasks_in_process_when_no_broker_is_configured(db):
     assert DreamRun.objects.get(pk=run_id).trigger == "celery"
     rebuilt = DreamRun.objects.get(pk=clusters_rebuild.delay().get())
     assert rebuilt.layer == "script" and rebuilt.status == DreamRunStatus.OK
+
+
+def test_it_runs_hourly_maintenance_through_the_store_service(global_scope, write_narrative):
+    narrative = write_narrative(global_scope, "A memory that depends on a vanished directory")
+    Memory.objects.filter(pk=narrative.pk).update(depends_on=["path:/nonexistent/tideline-dir"])
+    assert maintain.delay().get()["expired"] == 1
+    narrative.refresh_from_db()
+    assert narrative.status == MemoryStatus.EXPIRED and narrative.expired_by == "scope-gone"
 
 
 def test_it_has_one_beat_table_with_expiring_entries():
