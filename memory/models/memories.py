@@ -89,6 +89,7 @@ class Memory(models.Model):
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
 
     class Meta:
+        verbose_name_plural = "memories"
         indexes = [
             models.Index(fields=["scope", "status"], name="memory_scope_status"),
             models.Index(fields=["memory_type", "status"], name="memory_type_status"),
