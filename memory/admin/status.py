@@ -60,9 +60,13 @@ def _layer_outcomes(stats) -> str:
     """ "scan ok · solidify failed" from a run's per-layer stats, else its stats as compact JSON."""
     layers = stats.get("layers") if isinstance(stats, dict) else None
     if isinstance(layers, dict) and layers:
+        # PostgreSQL's jsonb does not keep key order; the run records the order it ran in.
+        order = [name for name in stats.get("order") or [] if name in layers]
+        names = order + [name for name in layers if name not in order]
         return " · ".join(
-            f"{name} {(outcome or {}).get('status', '?') if isinstance(outcome, dict) else outcome}"
-            for name, outcome in layers.items()
+            f"{name} {outcome.get('status', '?') if isinstance(outcome, dict) else outcome}"
+            for name in names
+            for outcome in [layers[name] or {}]
         )
     return json.dumps(stats, ensure_ascii=False)[:200] if stats else "—"
 

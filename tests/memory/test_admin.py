@@ -352,3 +352,17 @@ def test_it_offers_lifecycle_buttons_on_a_memorys_page_through_the_service(
     assert restore_url in page and expire_url not in page
     unknown = reverse("admin:memory_fact_lifecycle", args=[preference.pk, "erase"])
     assert owner_client.post(unknown).status_code == 404
+
+
+def test_it_lists_dream_layers_in_the_order_they_ran():
+    from memory.admin.status import _layer_outcomes
+
+    stats = {
+        "layers": {
+            "script": {"status": "ok"},
+            "scan": {"status": "ok"},
+            "dream": {"status": "skipped"},
+        },
+        "order": ["scan", "script", "dream"],
+    }
+    assert _layer_outcomes(stats) == "scan ok · script ok · dream skipped"
