@@ -48,7 +48,6 @@ SOURCE_T0 = "t0_inject"
 SOURCE_T2 = "t2_prefetch"
 SOURCE_T1 = "t1_prefetch"
 SOURCE_T4 = "t4_keyword"
-T1_SEEN_LOOKAHEAD = 50
 _STOPWORD_TEXT = (
     "a an and are as at be but by can could did do does for from had has have how i if in into "
     "is it its me my no not of on or our so than that the their them then there these they "
@@ -404,24 +403,28 @@ def t1_select(
     floor = settings.TIDELINE_T1_MIN_COSINE
     top = settings.TIDELINE_T1_TOP
     seen = _seen_ids(session)
-    # Enough hits that the unseen ones are still among them however much was shown before (up to
-    # a bound), and no more: every hit is loaded as a typed row.
-    hits = memory_search(
-        query=query,
-        scope_ids=scope_ids,
-        limit=top + min(len(seen), T1_SEEN_LOOKAHEAD),
-        lexical=False,
-        semantic=True,
-        min_semantic=floor,
-    )
-    hits = [
-        hit
-        for hit in hits
-        if hit.semantic is not None and hit.semantic > floor and not hit.memory.secret
-    ]
-    hits.sort(key=lambda hit: hit.semantic, reverse=True)
-    fresh = [hit for hit in hits if hit.memory.pk not in seen]
-    chosen = fresh if len(fresh) >= settings.TIDELINE_T1_MIN_FRESH else hits
+
+    def search(exclude: set[int]) -> list:
+        hits = memory_search(
+            query=query,
+            scope_ids=scope_ids,
+            limit=top,
+            lexical=False,
+            semantic=True,
+            min_semantic=floor,
+            exclude_ids=exclude,
+        )
+        hits = [
+            hit
+            for hit in hits
+            if hit.semantic is not None and hit.semantic > floor and not hit.memory.secret
+        ]
+        return sorted(hits, key=lambda hit: hit.semantic, reverse=True)
+
+    # Unseen hits first; only when too few remain does the session see repeats again.
+    chosen = search(seen)
+    if seen and len(chosen) < settings.TIDELINE_T1_MIN_FRESH:
+        chosen = search(set())
     return [
         _memory_item(hit.memory, labels=labels, similarity=round(hit.semantic, 3), source=SOURCE_T1)
         for hit in chosen[:top]

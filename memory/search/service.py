@@ -357,13 +357,15 @@ def memory_search(
     semantic: bool = True,
     activation_source: str | None = None,
     session_id: int | None = None,
+    exclude_ids: set[int] | frozenset[int] = frozenset(),
 ) -> list[MemoryHit]:
     """Memories in `scope_ids` that match `query`, best first, each saying why it matched.
 
     Default: active memories valid now. With `as_of`, what was valid at that moment (superseded and
     expired rows included when they were valid then). `since`/`until` bound the event time
     (valid_from). `min_semantic` keeps only hits whose cosine reaches it (semantic prefetch, e.g.
-    T1's 0.25); `lexical=False` / `semantic=False` switch a side off. With `activation_source`, each
+    T1's 0.25); `lexical=False` / `semantic=False` switch a side off. `exclude_ids` are left out
+    before ranking (a session's already-seen memories), so only returned rows are loaded. With `activation_source`, each
     returned memory counts an activation and gets an AttentionEvent, in one short transaction after
     ranking.
     """
@@ -397,6 +399,9 @@ def memory_search(
             eligible &= _among(table["memory_type"], [TYPE_CODES[t] for t in memory_types])
         if layers:
             eligible &= _among(table["layer"], [LAYER_CODES[layer] for layer in layers])
+        if exclude_ids:
+            excluded = [index.row_of[pk] for pk in exclude_ids if pk in index.row_of]
+            eligible[excluded] = False
         if tags:
             tagged = NarrativeTag.objects.filter(
                 tag__in=[tag.strip().lower() for tag in tags]

@@ -159,3 +159,14 @@ def test_it_refuses_bad_input(project_scope):
         memory_search(query="x", scope_ids=[project_scope.pk], statuses=["bogus"])
     with pytest.raises(InvalidInput):
         memory_search(query="x", scope_ids=None)
+
+
+def test_it_leaves_out_excluded_ids_before_ranking(global_scope, write_narrative):
+    first = write_narrative(global_scope, "We tuned the lighthouse lamp")
+    second = write_narrative(global_scope, "The lighthouse lamp was tuned again")
+    everything = memory_search(query="lighthouse lamp", scope_ids=[global_scope.pk])
+    assert set(ids(everything)) == {first.pk, second.pk}
+    hits = memory_search(
+        query="lighthouse lamp", scope_ids=[global_scope.pk], exclude_ids={first.pk}
+    )
+    assert ids(hits) == [second.pk]
