@@ -24,10 +24,14 @@ class Command(BaseCommand):
         subparsers = parser.add_subparsers(dest="benchmark", required=True)
         for name, module_path in BENCHMARKS.items():
             module = import_module(module_path)
-            subparser = subparsers.add_parser(name, help=(module.__doc__ or "").strip().split("\n")[0])
+            subparser = subparsers.add_parser(
+                name, help=(module.__doc__ or "").strip().split("\n")[0]
+            )
             module.add_arguments(subparser)
 
     def handle(self, *args, benchmark: str, **options) -> None:
         if benchmark not in BENCHMARKS:
-            raise CommandError(f"unknown benchmark {benchmark!r}; choose from {', '.join(BENCHMARKS)}")
+            raise CommandError(
+                f"unknown benchmark {benchmark!r}; choose from {', '.join(BENCHMARKS)}"
+            )
         import_module(BENCHMARKS[benchmark]).run(self, options)
