@@ -1,6 +1,12 @@
 import os
 
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tideline_site.settings")
 application = get_asgi_application()
+
+if settings.TIDELINE_WARM_ON_START:
+    from injection.services.warmup import server_warm_in_background
+
+    server_warm_in_background()

@@ -292,6 +292,9 @@ TIDELINE_TURN_BUDGET_TOKENS = env_int("TIDELINE_TURN_BUDGET_TOKENS", 2000, minim
 TIDELINE_INJECT_SUBAGENTS = env_bool("TIDELINE_INJECT_SUBAGENTS", False)
 TIDELINE_CAPTURE_SUBAGENTS = env_bool("TIDELINE_CAPTURE_SUBAGENTS", False)
 # REST and MCP-over-HTTP refuse request bodies larger than this.
+# Load the embedder, jieba and the search index when the ASGI server starts, so the first hook
+# request is answered as fast as the rest.
+TIDELINE_WARM_ON_START = env_bool("TIDELINE_WARM_ON_START", True)
 TIDELINE_API_MAX_BODY_BYTES = env_int("TIDELINE_API_MAX_BODY_BYTES", 1_000_000, minimum=1024)
 # T3 lists at most this many profiles (pinned first), so a large address book cannot crowd it.
 TIDELINE_T3_PROFILES = env_int("TIDELINE_T3_PROFILES", 40, minimum=0)
