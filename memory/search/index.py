@@ -10,6 +10,7 @@ dead the index rebuilds itself. A query reads the change log past the last seque
 import logging
 import math
 import threading
+from abc import ABC, abstractmethod
 from collections import Counter, defaultdict
 from datetime import datetime
 
@@ -103,7 +104,7 @@ class Postings:
         return cached
 
 
-class SearchIndex:
+class SearchIndex(ABC):
     """Everything one kind of document (memories or turns) needs to be ranked without SQL."""
 
     kind = ""
@@ -212,8 +213,9 @@ class SearchIndex:
         self.postings.add(row, bag)
         self.row_of[pk] = row
 
+    @abstractmethod
     def _load(self, ids: list[int]) -> None:
-        raise NotImplementedError
+        """Read these rows from the database into the table (memories or turns)."""
 
     # --- ranking helpers -------------------------------------------------------------------------
 
