@@ -30,7 +30,8 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from memory.models import Memory, MemoryStatus
+from memory.models import AuditAction, Memory, MemoryStatus
+from memory.services.audit import audit_record
 from memory.services.embedding import embedder_get
 from memory.services.errors import InvalidInput
 
@@ -106,6 +107,28 @@ def confidence_combine(stored: float, incoming: float) -> float:
 def statuses(*memories: Memory) -> dict[str, str]:
     """The status of every memory a decision touched, so replaying the audit log reproduces them."""
     return {str(memory.pk): memory.status for memory in memories}
+
+
+def rejection_audit(
+    *, memory: Memory, verdict, actor: str, reason: str, request_id: str, extra: dict | None = None
+) -> None:
+    """The audit row of a gate refusal. The refused memory is kept, never silently dropped: the
+    owner can read why and restore it."""
+    audit_record(
+        actor=verdict.judge,
+        action=AuditAction.REJECT,
+        target=memory,
+        reason=verdict.message,
+        after={
+            "status": memory.status,
+            "statuses": statuses(memory),
+            "gate": verdict.reason,
+            "requested_by": actor,
+            "note": reason,
+            **(extra or {}),
+        },
+        request_id=request_id,
+    )
 
 
 def is_candidate(confidence: float) -> bool:

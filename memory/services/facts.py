@@ -25,6 +25,7 @@ from memory.services.consolidation import (
     confidence_combine,
     depends_on_validate,
     is_candidate,
+    rejection_audit,
     statuses,
     text_normalise,
     valid_q,
@@ -267,22 +268,14 @@ def fact_commit(
     fact.expires_at = data.expires_at or _ttl_from(fact, valid_from)
 
     if not prepared.verdict.passed:
-        # Kept, never silently dropped: the owner can read why and restore it.
         fact.status = MemoryStatus.REJECTED
         fact.save()
         evidence_link(memory=fact, turn_ids=data.source_turn_ids)
-        audit_record(
-            actor=prepared.verdict.judge,
-            action=AuditAction.REJECT,
-            target=fact,
-            reason=prepared.verdict.message,
-            after={
-                "status": fact.status,
-                "statuses": statuses(fact),
-                "gate": prepared.verdict.reason,
-                "requested_by": actor,
-                "note": reason,
-            },
+        rejection_audit(
+            memory=fact,
+            verdict=prepared.verdict,
+            actor=actor,
+            reason=reason,
             request_id=request_id,
         )
         return fact

@@ -26,6 +26,7 @@ from memory.services.consolidation import (
     depends_on_validate,
     is_candidate,
     near_duplicate_find,
+    rejection_audit,
     statuses,
 )
 from memory.services.embedding import embedding_schedule
@@ -348,21 +349,13 @@ def narrative_commit(
     )
     linked = evidence_link(memory=narrative, turn_ids=data.source_turn_ids)
     if not live:
-        # Kept, never silently dropped: the owner can read why and restore it.
-        audit_record(
-            actor=prepared.verdict.judge,
-            action=AuditAction.REJECT,
-            target=narrative,
-            reason=prepared.verdict.message,
-            after={
-                "status": narrative.status,
-                "statuses": statuses(narrative),
-                "gate": prepared.verdict.reason,
-                "requested_by": actor,
-                "note": reason,
-                "source_turn_ids": linked,
-            },
+        rejection_audit(
+            memory=narrative,
+            verdict=prepared.verdict,
+            actor=actor,
+            reason=reason,
             request_id=request_id,
+            extra={"source_turn_ids": linked},
         )
         return narrative
     touched = [narrative]
