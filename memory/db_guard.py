@@ -5,6 +5,8 @@ immutable, so that neither a bug in Tideline nor a stray SQL statement can lose 
 "delete" is an audited expiry; a true erasure is a redaction in place.
 """
 
+from django.core.exceptions import ImproperlyConfigured
+
 PROTECTED_TABLES = (
     "memory_narrativetag",
     "memory_memory",
@@ -54,7 +56,9 @@ def guard_install_sql(
             for table in append_only
         ]
         return statements
-    raise NotImplementedError(f"no delete guard for database vendor {vendor!r}")
+    raise ImproperlyConfigured(
+        f"Tideline supports SQLite and PostgreSQL; no delete guard for database vendor {vendor!r}"
+    )
 
 
 def guard_remove_sql(
@@ -73,4 +77,6 @@ def guard_remove_sql(
             f"DROP TRIGGER IF EXISTS {name} ON {table}"
             for name, table in zip(names, tables, strict=True)
         ]
-    raise NotImplementedError(f"no delete guard for database vendor {vendor!r}")
+    raise ImproperlyConfigured(
+        f"Tideline supports SQLite and PostgreSQL; no delete guard for database vendor {vendor!r}"
+    )

@@ -15,6 +15,8 @@ to refresh incrementally; the random `token` lets a reader notice that the log w
 reused (SQLite reuses AUTOINCREMENT values after a rollback).
 """
 
+from django.core.exceptions import ImproperlyConfigured
+
 CHANGE_TABLE = "tideline_search_change"
 MEMORY_WORD = "memory_search_word"
 MEMORY_TRIGRAM = "memory_search_trigram"
@@ -158,7 +160,9 @@ def search_schema_sql(vendor: str, *, install: bool) -> list[str]:
         return _sqlite_install() if install else _sqlite_remove()
     if vendor == "postgresql":
         return _postgresql_install() if install else _postgresql_remove()
-    raise NotImplementedError(f"no search index for database vendor {vendor!r}")
+    raise ImproperlyConfigured(
+        f"Tideline supports SQLite and PostgreSQL; no search index for database vendor {vendor!r}"
+    )
 
 
 def connection_prepare(sender, connection, **kwargs) -> None:

@@ -1,8 +1,10 @@
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connection, transaction
 
-from memory.db_guard import PROTECTED_TABLES
+from memory.db_guard import PROTECTED_TABLES, guard_install_sql, guard_remove_sql
 from memory.models import AuditEvent, ContextTurn, Memory
+from memory.search.schema import search_schema_sql
 from memory.services.facts import FactInput, fact_write
 from memory.services.narratives import NarrativeInput, narrative_write
 from memory.services.self_concept import self_concept_write
@@ -56,3 +58,13 @@ def test_it_refuses_an_orm_delete_of_a_memory(stored):
 def test_it_keeps_the_audit_log_append_only(stored):
     with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
         AuditEvent.objects.update(reason="rewritten history")
+
+
+def search_schema_install(vendor: str) -> list[str]:
+    return search_schema_sql(vendor, install=True)
+
+
+@pytest.mark.parametrize("build", [guard_install_sql, guard_remove_sql, search_schema_install])
+def test_it_names_the_supported_databases_for_any_other_vendor(build):
+    with pytest.raises(ImproperlyConfigured, match="SQLite and PostgreSQL"):
+        build("mysql")
