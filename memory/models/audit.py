@@ -40,6 +40,8 @@ class AuditEvent(models.Model):
     after = models.JSONField(null=True, blank=True)
     reason = models.CharField(max_length=500)
     request_id = models.CharField(max_length=64, blank=True)
+    # The API key a decision was made with: an id, not a foreign key, so the record outlives the key.
+    key_id = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["target_type", "target_id"], name="audit_target")]

@@ -22,3 +22,8 @@ class NotFound(TidelineError):
 
 class Forbidden(TidelineError):
     """The caller may not touch this scope."""
+
+
+class Conflict(TidelineError):
+    """The target changed under the caller (a concurrent edit won, or it is no longer current);
+    nothing was written. Interfaces answer 409 with the current state in the message."""
