@@ -41,7 +41,7 @@ from injection.services.reads import (
 from injection.services.sync import SessionRef, session_open, turns_sync
 from memory.models import Thread
 from memory.search import memory_search
-from memory.services.errors import Forbidden, InvalidInput, NotFound, TidelineError
+from memory.services.errors import Conflict, Forbidden, InvalidInput, NotFound, TidelineError
 from memory.services.facts import FactInput, fact_write
 from memory.services.lifecycle import memory_expire
 from memory.services.narratives import NarrativeInput, narrative_write
@@ -93,6 +93,11 @@ def _forbidden(request, exc):
 @api.exception_handler(NotFound)
 def _not_found(request, exc):
     return _error(request, 404, str(exc))
+
+
+@api.exception_handler(Conflict)
+def _conflict(request, exc):
+    return _error(request, 409, str(exc))
 
 
 @api.exception_handler(TidelineError)
