@@ -1,56 +1,57 @@
 """The REST API (django-ninja) under /api/v1/, OpenAPI docs at /api/docs.
 
 Every route needs an API key (`Authorization: Bearer tl_…`, created by `manage.py apikey create`);
-the key's scopes bound what a request may read or write. Endpoints parse, call one service, format.
-Service errors become JSON `{"detail": message}` with 400 / 403 / 404; a missing or bad key is 401.
+the key's scopes bound what a request may read or write. Each route parses its input into the
+operation's own model (`injection/operations/fields.py`), calls that one operation, and returns
+its dict. Errors are JSON `{"detail": …}`: 400 bad input, 401 no key, 403 scope not held, 404
+unknown (or outside the key's scopes), 409 lost a race, 413 too large, 422 invalid fields.
 """
 
-import uuid
-from datetime import datetime
-from typing import Literal
+import logging
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
-from ninja import Field, NinjaAPI, Query, Schema
+from ninja import NinjaAPI, Query, Schema
 from ninja.errors import AuthenticationError
 from ninja.security import HttpBearer
+from pydantic import ValidationError
 
-from dream.selectors import attention_heatmap_read
-from injection.services.access import (
-    Principal,
-    apikey_authenticate,
-    memory_for_principal,
-    principal_all_ids,
-    principal_readable_ids,
-    principal_require_write,
-    principal_scope,
+from injection import operations as ops
+from injection.operations.fields import (
+    AttentionIn,
+    FactIn,
+    ListIn,
+    MemoryEditIn,
+    MemoryExpireIn,
+    MemoryPatch,
+    NarrativeIn,
+    ProfilesIn,
+    RecallIn,
+    SearchIn,
+    SelfConceptIn,
+    SessionStartIn,
+    SnapshotIn,
+    SnapshotQuery,
+    SurfaceIn,
+    ThreadIn,
+    ThreadPatch,
+    ThreadQuery,
+    ThreadUpdateIn,
+    TimelineIn,
+    TurnIn,
+    TurnSearchIn,
+    TurnsIn,
+    WhereIn,
 )
-from injection.services.context import context_session_start, context_turn
-from injection.services.memories import memory_update
-from injection.services.reads import (
-    memories_list,
-    memory_as_dict,
-    self_concept_read,
-    snapshot_as_dict,
-    snapshots_list,
-    stats_read,
-    thread_as_dict,
-    threads_list,
-)
-from injection.services.sync import SessionRef, session_open, turns_sync
-from memory.models import Thread
-from memory.search import memory_search
+from injection.services.access import apikey_authenticate
+from memory.selectors.visibility import Principal
+from memory.services.audit import request_id_new
 from memory.services.errors import Conflict, Forbidden, InvalidInput, NotFound, TidelineError
-from memory.services.facts import FactInput, fact_write
-from memory.services.lifecycle import memory_expire
-from memory.services.narratives import NarrativeInput, narrative_write
-from memory.services.scopes import scope_global
-from memory.services.self_concept import self_concept_write
-from memory.services.threads import snapshot_write, thread_set_status, thread_write
-from memory.services.timeline import TurnInput
 
-MAX_TURNS_PER_SYNC = 500
+logger = logging.getLogger(__name__)
+REQUEST_ID_HEADER = "X-Request-Id"
 
 
 class BodyTooLarge(Exception):
@@ -74,6 +75,15 @@ api = NinjaAPI(
     docs_url="/docs",
     urls_namespace="tideline-api",
 )
+
+
+class ErrorOut(Schema):
+    detail: Any
+
+
+ERRORS = {code: ErrorOut for code in (400, 401, 403, 404, 409, 413, 422, 500)}
+ONE = {200: dict, **ERRORS}
+MANY = {200: list[dict], **ERRORS}
 
 
 def _error(request, status: int, message: str):
@@ -105,6 +115,12 @@ def _tideline(request, exc):
     return _error(request, 400, str(exc))
 
 
+@api.exception_handler(ValidationError)
+def _invalid_fields(request, exc):
+    errors = [{"loc": e["loc"], "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+    return api.create_response(request, {"detail": errors}, status=422)
+
+
 @api.exception_handler(AuthenticationError)
 def _unauthenticated(request, exc):
     return _error(request, 401, "a valid API key is required (Authorization: Bearer tl_…)")
@@ -118,460 +134,156 @@ def _too_large(request, exc):
     )
 
 
-def _principal(request) -> Principal:
-    return request.auth
+@api.exception_handler(Exception)
+def _unexpected(request, exc):
+    request_id = _request_id(request)
+    logger.exception(
+        "unexpected error in %s %s (request %s)", request.method, request.path, request_id
+    )
+    return api.create_response(
+        request,
+        {"detail": "internal error; nothing was changed by it", "request_id": request_id},
+        status=500,
+    )
 
 
 def _request_id(request) -> str:
-    return request.headers.get("X-Request-Id", "")[:64] or uuid.uuid4().hex
-
-
-class Where(Schema):
-    """Where the caller is: an explicit scope id, or its working directory / git remote."""
-
-    scope_id: int | None = None
-    cwd: str = Field("", max_length=1024)
-    git_remote: str = Field("", max_length=512)
-
-
-class SessionIn(Where):
-    session_id: str = Field(..., min_length=1, max_length=200)
-    runtime: str = Field("generic", min_length=1, max_length=60)
-    origin: Literal["user", "subagent"] = "user"
-    delegation_depth: int = Field(0, ge=0, le=50)
-    parent_session_id: str = Field("", max_length=200)
-
-
-class SessionStartIn(SessionIn):
-    budget_tokens: int | None = Field(None, ge=50, le=200_000)
-
-
-class TurnIn(SessionIn):
-    content: str = Field(..., min_length=1, max_length=100_000)
-    role: Literal["user", "assistant"] = "user"
-    turn_id: str | None = Field(None, max_length=200)
-    record: bool = True
-    budget_tokens: int | None = Field(None, ge=50, le=200_000)
-
-
-class TurnItem(Schema):
-    role: Literal["user", "assistant", "system", "tool"]
-    content: str = Field(..., min_length=1, max_length=100_000)
-    speaker: str = Field("", max_length=120)
-    occurred_at: datetime | None = None
-    turn_id: str | None = Field(None, max_length=200)
-
-
-class TurnsIn(SessionIn):
-    turns: list[TurnItem] = Field(..., min_length=1, max_length=MAX_TURNS_PER_SYNC)
-
-
-def _where(principal: Principal, where: Where, *, create: bool = False):
-    scope = principal_scope(
-        principal=principal,
-        scope_id=where.scope_id,
-        cwd=where.cwd,
-        git_remote=where.git_remote,
-        create=create,
-    )
-    return scope, principal_readable_ids(principal=principal, scope=scope)
-
-
-def _session(request, payload: SessionIn):
-    principal = _principal(request)
-    scope, readable = _where(principal, payload, create=True)
-    session = session_open(
-        ref=SessionRef(
-            runtime=payload.runtime,
-            external_id=payload.session_id,
-            scope_id=scope.pk,
-            cwd=payload.cwd,
-            origin=payload.origin,
-            delegation_depth=payload.delegation_depth,
-            parent_external_id=payload.parent_session_id,
-        ),
-        actor=principal.actor,
-        request_id=_request_id(request),
-    )
-    return session, readable
-
-
-def _session_dict(session) -> dict:
-    return {
-        "id": session.pk,
-        "external_id": session.external_id,
-        "runtime": session.runtime,
-        "scope_id": session.scope_id,
-        "origin": session.origin,
-        "subagent": session.is_subagent,
-    }
-
-
-@api.post("/v1/session/start", tags=["injection"])
-def session_start_view(request, payload: SessionStartIn):
-    """Open (or re-open) a session and return its session-start block: T0 identity, T2 prefetch
-    pool, T2b context bridge and T3 memory map, within the token budget."""
-    session, readable = _session(request, payload)
-    block = context_session_start(
-        scope_ids=readable, session=session, budget_tokens=payload.budget_tokens
-    )
-    return {"session": _session_dict(session), **block.as_dict()}
-
-
-@api.post("/v1/turn", tags=["injection"])
-def turn_view(request, payload: TurnIn):
-    """Record the user's turn in the raw timeline and return the per-turn block (T1, T4)."""
-    principal = _principal(request)
-    session, readable = _session(request, payload)
-    recorded = False
-    if payload.record:
-        principal_require_write(principal=principal)
-        result = turns_sync(
-            session=session,
-            turns=[
-                TurnInput(
-                    role=payload.role,
-                    content=payload.content,
-                    meta={"external_id": payload.turn_id} if payload.turn_id else None,
-                )
-            ],
-            actor=principal.actor,
-            request_id=_request_id(request),
+    if not hasattr(request, "tideline_request_id"):
+        given = request.headers.get(REQUEST_ID_HEADER, "")
+        request.tideline_request_id = (
+            given[:64] if given.isprintable() and given else request_id_new()
         )
-        recorded = bool(result.recorded)
-    block = context_turn(
-        query=payload.content,
-        scope_ids=readable,
-        session=session,
-        budget_tokens=payload.budget_tokens,
-    )
-    return {"session": _session_dict(session), "recorded": recorded, **block.as_dict()}
+    return request.tideline_request_id
 
 
-@api.post("/v1/turns", tags=["timeline"])
+def _caller(request) -> ops.Caller:
+    return ops.Caller(principal=request.auth, request_id=_request_id(request))
+
+
+@api.post("/v1/session/start", response=ONE, tags=["injection"])
+def session_start_view(request, payload: SessionStartIn):
+    return ops.session_begin(caller=_caller(request), data=payload)
+
+
+@api.post("/v1/turn", response=ONE, tags=["injection"])
+def turn_view(request, payload: TurnIn):
+    return ops.turn_take(caller=_caller(request), data=payload)
+
+
+@api.post("/v1/surface", response=ONE, tags=["injection"])
+def surface_view(request, payload: SurfaceIn):
+    return ops.memories_surface(caller=_caller(request), data=payload)
+
+
+@api.post("/v1/turns", response=ONE, tags=["timeline"])
 def turns_view(request, payload: TurnsIn):
-    """Batch-sync user and assistant turns into the raw timeline; turns already recorded under the
-    same turn_id are skipped, so re-sending a whole transcript is safe."""
-    principal = _principal(request)
-    principal_require_write(principal=principal)
-    session, _ = _session(request, payload)
-    result = turns_sync(
-        session=session,
-        turns=[
-            TurnInput(
-                role=turn.role,
-                content=turn.content,
-                speaker=turn.speaker,
-                occurred_at=turn.occurred_at,
-                meta={"external_id": turn.turn_id} if turn.turn_id else None,
-            )
-            for turn in payload.turns
-        ],
-        actor=principal.actor,
-        request_id=_request_id(request),
-    )
-    return {
-        "session": _session_dict(session),
-        "captured": result.captured,
-        "recorded": len(result.recorded),
-        "skipped": result.skipped,
-        "turn_ids": [turn.pk for turn in result.recorded],
-    }
+    return ops.turns_record(caller=_caller(request), data=payload)
 
 
-class FactIn(Where):
-    profile_name: str = Field(..., min_length=1, max_length=120)
-    profile_kind: Literal["user", "person", "self", "project"] = "user"
-    kind: Literal["preference", "fact", "episode", "reflection", "impression", "relationship"]
-    predicate: str = Field(..., max_length=41)
-    value: str = Field(..., max_length=60)
-    summary: str = Field("", max_length=500)
-    confidence: float = Field(1.0, ge=0, le=1)
-    importance: int = Field(3, ge=1, le=5)
-    pinned: bool = False
-    reason: str = Field("", max_length=500)
+@api.get("/v1/timeline", response=MANY, tags=["timeline"])
+def timeline_view(request, query: Query[TimelineIn]):
+    return ops.timeline_read(caller=_caller(request), data=query)
 
 
-class NarrativeIn(Where):
-    gesture: str = Field(..., min_length=1, max_length=500)
-    context: str = Field("", max_length=20_000)
-    moment: str = Field("", max_length=20_000)
-    cognition_direction: str = Field("", max_length=500)
-    importance: int | None = Field(None, ge=1, le=5)
-    emotional: int | None = Field(None, ge=1, le=5)
-    unresolved: int | None = Field(None, ge=1, le=5)
-    layer: Literal["fact", "experience", "decision"] = "experience"
-    ntype: str = Field("general", max_length=32)
-    tags: list[str] = Field(default_factory=list, max_length=30)
-    entities_role: str = Field("", max_length=300)
-    related_entities: list[str] = Field(default_factory=list, max_length=30)
-    valence: float = Field(0.0, ge=-1, le=1)
-    emotion_intensity: float = Field(0.0, ge=0, le=10)
-    confidence: float = Field(1.0, ge=0, le=1)
-    source_turn_ids: list[int] = Field(default_factory=list, max_length=200)
-    reason: str = Field("", max_length=500)
+@api.get("/v1/timeline/search", response=MANY, tags=["timeline"])
+def timeline_search_view(request, query: Query[TurnSearchIn]):
+    return ops.turns_search(caller=_caller(request), data=query)
 
 
-class MemoryPatch(Schema):
-    changes: dict
-    reason: str = Field("", max_length=500)
-
-
-class SelfConceptIn(Schema):
-    field: Literal["fact", "terrain", "self_reflection"]
-    content: str = Field(..., min_length=1, max_length=4000)
-    reason: str = Field("", max_length=500)
-
-
-class ThreadIn(Where):
-    content: str = Field(..., min_length=1, max_length=4000)
-    importance: int = Field(3, ge=1, le=5)
-    emotional: int = Field(3, ge=1, le=5)
-    recurrence: int = Field(3, ge=1, le=5)
-    unresolved: int = Field(3, ge=1, le=5)
-
-
-class ThreadPatch(Schema):
-    status: Literal["open", "explored", "abandoned"]
-    reason: str = Field("", max_length=500)
-
-
-class SnapshotIn(Where):
-    content: str = Field(..., min_length=1, max_length=4000)
-
-
-def _write_scope(request, where: Where):
-    principal = _principal(request)
-    principal_require_write(principal=principal)
-    return principal, principal_scope(
-        principal=principal, scope_id=where.scope_id, cwd=where.cwd, git_remote=where.git_remote
-    )
-
-
-@api.post("/v1/facts", tags=["memories"])
+@api.post("/v1/facts", response=ONE, tags=["memories"])
 def fact_create(request, payload: FactIn):
-    """Write a fact under its stable key; a new value supersedes the current one."""
-    principal, scope = _write_scope(request, payload)
-    fact = fact_write(
-        data=FactInput(
-            scope_id=scope.pk,
-            **payload.dict(exclude={"scope_id", "cwd", "git_remote", "reason"}),
-        ),
-        actor=principal.actor,
-        reason=payload.reason,
-        request_id=_request_id(request),
-    )
-    return memory_as_dict(fact)
+    return ops.fact_create(caller=_caller(request), data=payload)
 
 
-@api.post("/v1/narratives", tags=["memories"])
+@api.post("/v1/narratives", response=ONE, tags=["memories"])
 def narrative_create(request, payload: NarrativeIn):
-    """Write a narrative memory (gesture, context, moment, cognition_direction, weights)."""
-    principal, scope = _write_scope(request, payload)
-    narrative = narrative_write(
-        data=NarrativeInput(
-            scope_id=scope.pk,
-            **payload.dict(exclude={"scope_id", "cwd", "git_remote", "reason"}),
-        ),
-        actor=principal.actor,
-        reason=payload.reason,
-        request_id=_request_id(request),
-    )
-    return memory_as_dict(narrative)
+    return ops.narrative_create(caller=_caller(request), data=payload)
 
 
-class ListQuery(Where):
-    memory_type: Literal["", "narrative", "fact", "self_concept"] = ""
-    status: Literal["", "candidate", "active", "superseded", "expired", "rejected"] = "active"
-    limit: int = Field(50, ge=1, le=200)
-    offset: int = Field(0, ge=0)
+@api.get("/v1/memories", response=MANY, tags=["memories"])
+def memories_view(request, query: Query[ListIn]):
+    return ops.memories_list(caller=_caller(request), data=query)
 
 
-@api.get("/v1/memories", tags=["memories"])
-def memories_view(request, query: Query[ListQuery]):
-    """Memories visible from the caller's scope, newest first."""
-    _, readable = _where(_principal(request), query)
-    return memories_list(
-        scope_ids=readable,
-        memory_type=query.memory_type,
-        status=query.status,
-        limit=query.limit,
-        offset=query.offset,
-    )
+@api.get("/v1/memories/{memory_id}", response=ONE, tags=["memories"])
+def memory_view(request, memory_id: int, evidence_turns: int = 5):
+    data = RecallIn(memory_id=memory_id, evidence_turns=evidence_turns)
+    return ops.memory_recall(caller=_caller(request), data=data, source="rest_recall")
 
 
-@api.get("/v1/memories/{memory_id}", tags=["memories"])
-def memory_view(request, memory_id: int):
-    return memory_as_dict(memory_for_principal(principal=_principal(request), memory_id=memory_id))
-
-
-@api.patch("/v1/memories/{memory_id}", tags=["memories"])
+@api.patch("/v1/memories/{memory_id}", response=ONE, tags=["memories"])
 def memory_patch(request, memory_id: int, payload: MemoryPatch):
-    """Change a memory: the edited copy supersedes the old row, which stays in history."""
-    principal = _principal(request)
-    principal_require_write(principal=principal)
-    memory = memory_for_principal(principal=principal, memory_id=memory_id)
-    successor = memory_update(
-        memory=memory,
-        changes=payload.changes,
-        actor=principal.actor,
-        reason=payload.reason,
-        request_id=_request_id(request),
-    )
-    return memory_as_dict(successor)
+    data = MemoryEditIn(memory_id=memory_id, changes=payload.changes, reason=payload.reason)
+    return ops.memory_edit(caller=_caller(request), data=data)
 
 
-@api.delete("/v1/memories/{memory_id}", tags=["memories"])
-def memory_delete(request, memory_id: int, reason: str = ""):
-    """Delete = an audited expiry: the memory stops being recalled and stays in the store."""
-    principal = _principal(request)
-    principal_require_write(principal=principal)
-    memory_for_principal(principal=principal, memory_id=memory_id)
-    expired = memory_expire(
-        memory_id=memory_id,
-        actor=principal.actor,
-        reason=reason[:500] or "deleted through the API",
-        request_id=_request_id(request),
-    )
-    return memory_as_dict(expired)
+@api.delete("/v1/memories/{memory_id}", response=ONE, tags=["memories"])
+def memory_delete(request, memory_id: int, reason: str = "deleted through the API"):
+    data = MemoryExpireIn(memory_id=memory_id, reason=reason)
+    return ops.memory_expire(caller=_caller(request), data=data)
 
 
-def _require_global(principal: Principal) -> None:
-    if not principal.allows(scope_global()):
-        raise Forbidden("the self-concept is global; this key does not hold the global scope")
+@api.get("/v1/profiles", response=MANY, tags=["memories"])
+def profiles_view(request, query: Query[ProfilesIn]):
+    return ops.profiles_list(caller=_caller(request), data=query)
 
 
-@api.get("/v1/self-concept", tags=["memories"])
+@api.get("/v1/self-concept", response=ONE, tags=["memories"])
 def self_concept_view(request):
-    _require_global(_principal(request))
-    return self_concept_read()
+    return ops.self_concept_read(caller=_caller(request))
 
 
-@api.post("/v1/self-concept", tags=["memories"])
+@api.post("/v1/self-concept", response=ONE, tags=["memories"])
 def self_concept_create(request, payload: SelfConceptIn):
-    principal = _principal(request)
-    principal_require_write(principal=principal)
-    _require_global(principal)
-    version = self_concept_write(
-        field=payload.field,
-        content=payload.content,
-        actor=principal.actor,
-        reason=payload.reason,
-        request_id=_request_id(request),
-    )
-    return memory_as_dict(version)
+    return ops.self_concept_set(caller=_caller(request), data=payload)
 
 
-class ThreadQuery(Where):
-    status: Literal["", "open", "explored", "abandoned"] = "open"
-    limit: int = Field(50, ge=1, le=200)
-
-
-@api.get("/v1/threads", tags=["memories"])
+@api.get("/v1/threads", response=MANY, tags=["memories"])
 def threads_view(request, query: Query[ThreadQuery]):
-    _, readable = _where(_principal(request), query)
-    return threads_list(scope_ids=readable, status=query.status, limit=query.limit)
+    return ops.threads_list(caller=_caller(request), data=query)
 
 
-@api.post("/v1/threads", tags=["memories"])
+@api.post("/v1/threads", response=ONE, tags=["memories"])
 def thread_create(request, payload: ThreadIn):
-    principal, scope = _write_scope(request, payload)
-    thread = thread_write(
-        scope_id=scope.pk,
-        **payload.dict(exclude={"scope_id", "cwd", "git_remote"}),
-        actor=principal.actor,
-        request_id=_request_id(request),
-    )
-    return thread_as_dict(thread)
+    return ops.thread_create(caller=_caller(request), data=payload)
 
 
-@api.patch("/v1/threads/{thread_id}", tags=["memories"])
+@api.patch("/v1/threads/{thread_id}", response=ONE, tags=["memories"])
 def thread_patch(request, thread_id: int, payload: ThreadPatch):
-    principal = _principal(request)
-    principal_require_write(principal=principal)
-    thread = Thread.objects.select_related("scope").filter(pk=thread_id).first()
-    if thread is None or not principal.allows(thread.scope):
-        raise NotFound(f"unknown thread {thread_id}")
-    updated = thread_set_status(
-        thread_id=thread_id,
-        status=payload.status,
-        actor=principal.actor,
-        reason=payload.reason,
-        request_id=_request_id(request),
-    )
-    return thread_as_dict(updated)
+    data = ThreadUpdateIn(thread_id=thread_id, status=payload.status, reason=payload.reason)
+    return ops.thread_update(caller=_caller(request), data=data)
 
 
-class SnapshotQuery(Where):
-    limit: int = Field(1, ge=1, le=200)
-
-
-@api.get("/v1/snapshots", tags=["memories"])
+@api.get("/v1/snapshots", response=MANY, tags=["memories"])
 def snapshots_view(request, query: Query[SnapshotQuery]):
-    _, readable = _where(_principal(request), query)
-    return snapshots_list(scope_ids=readable, limit=query.limit)
+    return ops.snapshots_list(caller=_caller(request), data=query)
 
 
-@api.post("/v1/snapshots", tags=["memories"])
+@api.post("/v1/snapshots", response=ONE, tags=["memories"])
 def snapshot_create(request, payload: SnapshotIn):
-    principal, scope = _write_scope(request, payload)
-    snapshot = snapshot_write(
-        scope_id=scope.pk,
-        content=payload.content,
-        actor=principal.actor,
-        request_id=_request_id(request),
-    )
-    return snapshot_as_dict(snapshot)
+    return ops.snapshot_create(caller=_caller(request), data=payload)
 
 
-class SearchQuery(Where):
-    q: str = Field(..., min_length=1, max_length=2000)
-    limit: int = Field(10, ge=1, le=100)
-    memory_type: Literal["", "narrative", "fact", "self_concept"] = ""
+@api.get("/v1/search", response=MANY, tags=["search"])
+def search_view(request, query: Query[SearchIn]):
+    return ops.memories_search(caller=_caller(request), data=query, source="rest_search")
 
 
-def _readable_for(principal: Principal, where: Where) -> list[int]:
-    """A request that names no scope reads everything its key holds."""
-    if where.scope_id is None and not where.cwd and not where.git_remote:
-        return principal_all_ids(principal=principal)
-    return _where(principal, where)[1]
+@api.get("/v1/stats", response=ONE, tags=["stats"])
+def stats_view(request, query: Query[WhereIn]):
+    return ops.stats_read(caller=_caller(request), data=query)
 
 
-@api.get("/v1/search", tags=["search"])
-def search_view(request, query: Query[SearchQuery]):
-    """Hybrid search (keywords + meaning) over the memories the key may read; each hit says why."""
-    readable = _readable_for(_principal(request), query)
-    hits = memory_search(
-        query=query.q,
-        scope_ids=readable,
-        limit=query.limit,
-        memory_types=[query.memory_type] if query.memory_type else None,
-        activation_source="rest_search",
-    )
-    return [
-        {
-            "memory": memory_as_dict(hit.memory),
-            "score": hit.score,
-            "lexical": hit.lexical,
-            "semantic": hit.semantic,
-            "why": hit.why,
-        }
-        for hit in hits
-    ]
+@api.get("/v1/attention", response=ONE, tags=["stats"])
+def attention_view(request, query: Query[AttentionIn]):
+    return ops.heatmap_read(caller=_caller(request), data=query)
 
 
-@api.get("/v1/stats", tags=["stats"])
-def stats_view(request, query: Query[Where]):
-    return stats_read(scope_ids=_readable_for(_principal(request), query))
+@api.get("/v1/clusters", response=ONE, tags=["stats"])
+def clusters_view(request, query: Query[WhereIn]):
+    return ops.clusters_read(caller=_caller(request), data=query)
 
 
-class AttentionQuery(Where):
-    days: int = Field(30, ge=1, le=365)
-
-
-@api.get("/v1/attention", tags=["stats"])
-def attention_view(request, query: Query[AttentionQuery]):
-    """Which memory clusters recall lights up per day, and which stay dark."""
-    return attention_heatmap_read(
-        days=query.days, scope_ids=_readable_for(_principal(request), query)
-    )
+@api.get("/v1/graph", response=ONE, tags=["stats"])
+def graph_view(request, query: Query[WhereIn]):
+    return ops.graph_read(caller=_caller(request), data=query)

@@ -45,6 +45,10 @@ EXPECTED_TOOLS = {
     "memory_attention_heatmap",
     "memory_soft_clusters",
     "memory_stats",
+    "memory_list",
+    "memory_session_start",
+    "memory_update_thread",
+    "context_sync",
 }
 
 
@@ -66,11 +70,11 @@ async def _round_trip(session: ClientSession, *, cwd: str) -> dict:
     )
     assert not written.is_error, written.content
     memory_id = written.structured_content["id"]
-    found = await session.call_tool("memory_search", {"query": "zstd archive", "cwd": cwd})
+    found = await session.call_tool("memory_search", {"q": "zstd archive", "cwd": cwd})
     expired = await session.call_tool(
         "memory_expire", {"memory_id": memory_id, "reason": "test cleanup"}
     )
-    again = await session.call_tool("memory_search", {"query": "zstd archive", "cwd": cwd})
+    again = await session.call_tool("memory_search", {"q": "zstd archive", "cwd": cwd})
     bad = await session.call_tool("memory_expire", {"memory_id": memory_id, "reason": "twice"})
     threads = await session.call_tool("memory_read_threads", {"cwd": cwd})
     surface = await session.call_tool("memory_surface", {"text": "zstd archive", "cwd": cwd})

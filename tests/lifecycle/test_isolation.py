@@ -10,8 +10,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from injection.services.context import context_session_start, context_turn
-from injection.services.reads import memories_list
 from memory.search import memory_search, turn_search
+from memory.selectors.reads import memories_page
+from memory.selectors.visibility import OWNER
 from memory.services.facts import FactInput, fact_write, facts_as_of
 from memory.services.narratives import NarrativeInput, narrative_write
 from memory.services.scopes import scope_global, scope_resolve, scope_visible_ids
@@ -122,8 +123,8 @@ def outputs_for(project, query):
         texts.append(hit.turn.content)
     texts.append(context_turn(query=query, scope_ids=visible, budget_tokens=4000).text)
     texts.append(context_session_start(scope_ids=visible, budget_tokens=8000).text)
-    for row in memories_list(scope_ids=visible, status="", limit=200):
-        texts.append(str(row))
+    for memory in memories_page(principal=OWNER, scope_ids=visible, status="", limit=200):
+        texts.append(memory.search_text)
     for fact in facts_as_of(scope_ids=visible):
         scopes.add(fact.scope_id)
         texts.append(fact.value)

@@ -1,0 +1,231 @@
+"""Every input an operation takes, defined once: REST bodies and queries use these models, and
+each MCP tool's parameters are generated from the same model. So the two shells cannot drift:
+same fields, same limits, and unknown fields refused (422 / tool error naming the field)."""
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+MemoryType = Literal["", "narrative", "fact", "self_concept"]
+MemoryStatusFilter = Literal["", "candidate", "active", "superseded", "expired", "rejected"]
+ThreadStatusName = Literal["open", "explored", "abandoned"]
+Dimension = Annotated[int, Field(ge=1, le=5)]
+Reason = Annotated[str, Field(max_length=500)]
+DependsOn = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=1024)]], Field(max_length=20)
+]
+Tags = Annotated[list[Annotated[str, Field(min_length=1, max_length=100)]], Field(max_length=30)]
+TurnIds = Annotated[list[Annotated[int, Field(ge=1, le=2**62)]], Field(max_length=200)]
+Id = Annotated[int, Field(ge=1, le=2**62)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WhereIn(Strict):
+    """Where the caller is: an explicit scope id, or its working directory / git remote."""
+
+    scope_id: Id | None = None
+    cwd: str = Field("", max_length=1024, description="the caller's working directory")
+    git_remote: str = Field("", max_length=512)
+
+
+class SessionIn(WhereIn):
+    session_id: str = Field(..., min_length=1, max_length=200)
+    runtime: str = Field("generic", min_length=1, max_length=60)
+    origin: Literal["user", "subagent"] = "user"
+    delegation_depth: int = Field(0, ge=0, le=50)
+    parent_session_id: str = Field("", max_length=200)
+
+
+class SessionStartIn(SessionIn):
+    budget_tokens: int | None = Field(None, ge=50, le=200_000)
+
+
+class TurnIn(SessionIn):
+    content: str = Field(..., min_length=1, max_length=100_000)
+    role: Literal["user", "assistant"] = "user"
+    turn_id: str | None = Field(None, max_length=200)
+    record: bool = True
+    budget_tokens: int | None = Field(None, ge=50, le=200_000)
+
+
+class TurnItem(Strict):
+    role: Literal["user", "assistant", "system", "tool"]
+    content: str = Field(..., min_length=1, max_length=100_000)
+    speaker: str = Field("", max_length=120)
+    occurred_at: datetime | None = None
+    turn_id: str | None = Field(None, max_length=200)
+
+
+class TurnsIn(SessionIn):
+    turns: list[TurnItem] = Field(..., min_length=1, max_length=500)
+
+
+class TurnRecordIn(SessionIn, TurnItem):
+    """One turn, for callers that record as they go (MCP context_record)."""
+
+
+class MemoryCommon(WhereIn):
+    confidence: float = Field(1.0, ge=0, le=1)
+    pinned: bool = False
+    secret: bool = Field(False, description="shown to the owner only; never returned to agents")
+    depends_on: DependsOn = Field(
+        default_factory=list, description='conditions, e.g. "path:/abs/dir" or "memory:<id>"'
+    )
+    expires_at: datetime | None = None
+    valid_from: datetime | None = None
+    reason: Reason = ""
+
+
+class FactIn(MemoryCommon):
+    profile_name: str = Field(..., min_length=1, max_length=120)
+    profile_kind: Literal["user", "person", "self", "project"] = "user"
+    kind: Literal["preference", "fact", "episode", "reflection", "impression", "relationship"]
+    predicate: str = Field(..., min_length=2, max_length=41, pattern=r"^[a-z][a-z0-9_]{1,40}$")
+    value: str = Field(..., min_length=1, max_length=60)
+    summary: str = Field("", max_length=500)
+    importance: Dimension = 3
+    source_turn_ids: TurnIds = Field(default_factory=list)
+
+
+class NarrativeFields(Strict):
+    """A narrative's own fields, all optional, with the limits every write and edit share."""
+
+    context: str = Field("", max_length=20_000)
+    moment: str = Field("", max_length=20_000)
+    cognition_direction: str = Field("", max_length=500)
+    importance: Dimension | None = None
+    emotional: Dimension | None = None
+    unresolved: Dimension | None = None
+    layer: Literal["fact", "experience", "decision"] = "experience"
+    ntype: str = Field("general", min_length=1, max_length=32)
+    tags: Tags = Field(default_factory=list)
+    entities_role: str = Field("", max_length=300)
+    related_entities: Tags = Field(default_factory=list)
+    valence: float = Field(0.0, ge=-1, le=1)
+    emotion_intensity: float = Field(0.0, ge=0, le=10)
+    summary: str = Field("", max_length=500)
+
+
+class NarrativeIn(MemoryCommon, NarrativeFields):
+    gesture: str = Field(..., min_length=1, max_length=500)
+    source_turn_ids: TurnIds = Field(default_factory=list)
+
+
+class MemoryChanges(NarrativeFields):
+    """What an edit may change. Only the fields sent change; the kind of memory decides which
+    apply (facts: value, summary, confidence, importance; self-concept: content)."""
+
+    gesture: str | None = Field(None, min_length=1, max_length=500)
+    value: str | None = Field(None, min_length=1, max_length=60)
+    content: str | None = Field(None, min_length=1, max_length=4000)
+    confidence: float | None = Field(None, ge=0, le=1)
+    depends_on: DependsOn | None = None
+    pinned: bool | None = None
+    secret: bool | None = None
+
+    @field_validator("layer", "ntype", "tags", "related_entities", mode="before")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("must not be null")
+        return value
+
+
+class MemoryPatch(Strict):
+    changes: MemoryChanges
+    reason: Reason = ""
+
+
+class MemoryEditIn(MemoryPatch):
+    memory_id: Id
+
+
+class MemoryExpireIn(Strict):
+    memory_id: Id
+    reason: str = Field(..., min_length=1, max_length=500)
+
+
+class RecallIn(Strict):
+    memory_id: Id
+    evidence_turns: int = Field(5, ge=0, le=50)
+
+
+class ListIn(WhereIn):
+    memory_type: MemoryType = ""
+    status: MemoryStatusFilter = "active"
+    limit: int = Field(50, ge=1, le=200)
+    offset: int = Field(0, ge=0, le=1_000_000)
+
+
+class SearchIn(WhereIn):
+    q: str = Field(..., min_length=1, max_length=2000, description="what to look for")
+    limit: int = Field(10, ge=1, le=100)
+    memory_type: MemoryType = ""
+
+
+class TurnSearchIn(WhereIn):
+    q: str = Field(..., min_length=1, max_length=2000, description="what to look for")
+    limit: int = Field(10, ge=1, le=100)
+
+
+class SurfaceIn(WhereIn):
+    text: str = Field(..., min_length=1, max_length=20_000)
+    budget_tokens: int = Field(2000, ge=50, le=20_000)
+
+
+class TimelineIn(WhereIn):
+    session_id: str = Field("", max_length=200)
+    around_turn_id: Id | None = None
+    limit: int = Field(20, ge=1, le=200)
+
+
+class ProfilesIn(WhereIn):
+    name: str = Field("", max_length=120)
+
+
+class SelfConceptIn(Strict):
+    field: Literal["fact", "terrain", "self_reflection"]
+    content: str = Field(..., min_length=1, max_length=4000)
+    reason: Reason = ""
+
+
+class ThreadIn(WhereIn):
+    content: str = Field(..., min_length=1, max_length=4000)
+    importance: Dimension = 3
+    emotional: Dimension = 3
+    recurrence: Dimension = 3
+    unresolved: Dimension = 3
+
+
+class ThreadQuery(WhereIn):
+    status: Literal["", "open", "explored", "abandoned"] = "open"
+    limit: int = Field(50, ge=1, le=200)
+
+
+class ThreadPatch(Strict):
+    status: ThreadStatusName
+    reason: Reason = ""
+
+
+class ThreadUpdateIn(ThreadPatch):
+    thread_id: Id
+
+
+class SnapshotIn(WhereIn):
+    content: str = Field(..., min_length=1, max_length=4000)
+
+
+class SnapshotQuery(WhereIn):
+    limit: int = Field(1, ge=1, le=200)
+
+
+class AttentionIn(WhereIn):
+    days: int = Field(30, ge=1, le=365)
+
+
+WHERE_FIELDS = frozenset(WhereIn.model_fields)
+SESSION_FIELDS = frozenset(SessionIn.model_fields) - WHERE_FIELDS

@@ -1,0 +1,164 @@
+"""Operations on memories: write, read, list, edit, expire, search, profiles."""
+
+from injection.operations.calls import (
+    Caller,
+    operation,
+    readable_ids,
+    readable_or_held_ids,
+    require_write,
+    scope_for_write,
+)
+from injection.operations.fields import (
+    WHERE_FIELDS,
+    FactIn,
+    ListIn,
+    MemoryEditIn,
+    MemoryExpireIn,
+    NarrativeIn,
+    ProfilesIn,
+    RecallIn,
+    SearchIn,
+)
+from injection.operations.present import memory_as_dict, turn_as_dict
+from injection.services.memories import memory_update
+from memory.search import memory_search
+from memory.selectors.reads import memories_page, memory_evidence, profiles_with_facts
+from memory.selectors.visibility import memory_ids_hidden, memory_visible
+from memory.services import lifecycle
+from memory.services.attention import memories_activate
+from memory.services.facts import FactInput, fact_write
+from memory.services.narratives import NarrativeInput, narrative_write
+
+NOT_STORED = WHERE_FIELDS | {"reason"}
+
+
+@operation
+def fact_create(*, caller: Caller, data: FactIn) -> dict:
+    """Write a fact about a profile (the user, a person, yourself, a project) under a stable
+    predicate key like responds_in or security_status; a new value supersedes the current one.
+    Value at most 60 characters."""
+    scope = scope_for_write(caller=caller, where=data)
+    fact = fact_write(
+        data=FactInput(scope_id=scope.pk, **data.model_dump(exclude=NOT_STORED)),
+        actor=caller.principal.actor,
+        reason=data.reason or f"written by {caller.principal.name}",
+    )
+    return memory_as_dict(fact)
+
+
+@operation
+def narrative_create(*, caller: Caller, data: NarrativeIn) -> dict:
+    """Write a narrative memory: gesture (what happened, one sentence with tone), context (the
+    backdrop), moment (a verbatim quote), cognition_direction (where the thought was heading),
+    importance/emotional/unresolved 1-5, tags, and source_turn_ids linking the raw turns it came
+    from. Recurrence and weight are computed."""
+    scope = scope_for_write(caller=caller, where=data)
+    narrative = narrative_write(
+        data=NarrativeInput(scope_id=scope.pk, **data.model_dump(exclude=NOT_STORED)),
+        actor=caller.principal.actor,
+        reason=data.reason or f"written by {caller.principal.name}",
+    )
+    return memory_as_dict(narrative)
+
+
+@operation
+def memory_recall(*, caller: Caller, data: RecallIn, source: str) -> dict:
+    """Read one memory in full, with the raw conversation turns it was distilled from (its
+    evidence), so you can go back from the narrative to the texture."""
+    memory = memory_visible(principal=caller.principal, memory_id=data.memory_id)
+    evidence = memory_evidence(memory=memory, limit=data.evidence_turns)
+    memories_activate(memory_ids=[memory.pk], source=source)
+    return {**memory_as_dict(memory), "evidence": [turn_as_dict(turn) for turn in evidence]}
+
+
+@operation
+def memories_list(*, caller: Caller, data: ListIn) -> list[dict]:
+    """List the memories visible from here, newest first (status "" lists every status)."""
+    rows = memories_page(
+        principal=caller.principal,
+        scope_ids=readable_ids(caller=caller, where=data),
+        memory_type=data.memory_type,
+        status=data.status,
+        limit=data.limit,
+        offset=data.offset,
+    )
+    return [memory_as_dict(memory) for memory in rows]
+
+
+@operation
+def memory_edit(*, caller: Caller, data: MemoryEditIn) -> dict:
+    """Change a memory. The edited copy supersedes the old one, which stays in history: facts
+    take value/summary/confidence/importance; narratives any narrative field; self-concept takes
+    content."""
+    require_write(caller=caller)
+    memory = memory_visible(principal=caller.principal, memory_id=data.memory_id)
+    successor = memory_update(
+        memory=memory,
+        changes=data.changes.model_dump(exclude_unset=True),
+        actor=caller.principal.actor,
+        reason=data.reason or f"edited by {caller.principal.name}",
+    )
+    return memory_as_dict(successor)
+
+
+@operation
+def memory_expire(*, caller: Caller, data: MemoryExpireIn) -> dict:
+    """Expire a memory (Tideline's delete): it stops being recalled but stays in the store and
+    the audit log, and the owner can restore it."""
+    require_write(caller=caller)
+    memory_visible(principal=caller.principal, memory_id=data.memory_id)
+    expired = lifecycle.memory_expire(
+        memory_id=data.memory_id, actor=caller.principal.actor, reason=data.reason
+    )
+    return memory_as_dict(expired)
+
+
+@operation
+def memories_search(*, caller: Caller, data: SearchIn, source: str) -> list[dict]:
+    """Search memories by keywords and meaning within the scopes visible from here (all the
+    key holds when no place is named). Each hit carries its scores and why it matched."""
+    scope_ids = readable_or_held_ids(caller=caller, where=data)
+    hits = memory_search(
+        query=data.q,
+        scope_ids=scope_ids,
+        limit=data.limit,
+        memory_types=[data.memory_type] if data.memory_type else None,
+        exclude_ids=memory_ids_hidden(principal=caller.principal, scope_ids=scope_ids),
+        activation_source=source,
+    )
+    return [
+        {
+            "memory": memory_as_dict(hit.memory),
+            "score": hit.score,
+            "lexical": hit.lexical,
+            "semantic": hit.semantic,
+            "why": hit.why,
+        }
+        for hit in hits
+    ]
+
+
+@operation
+def profiles_list(*, caller: Caller, data: ProfilesIn) -> list[dict]:
+    """Read profiles and their current facts (all visible, or the one with this name)."""
+    pairs = profiles_with_facts(
+        principal=caller.principal,
+        scope_ids=readable_ids(caller=caller, where=data),
+        name=data.name,
+    )
+    return [
+        {
+            "id": profile.pk,
+            "name": profile.name,
+            "kind": profile.kind,
+            "scope": profile.scope.label,
+            "pinned": profile.pinned,
+            "aliases": profile.aliases,
+            "description": profile.description,
+            "facts": [
+                {"id": f.pk, "kind": f.kind, "predicate": f.predicate, "value": f.value}
+                for f in facts
+            ],
+        }
+        for profile, facts in pairs
+    ]

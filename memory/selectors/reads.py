@@ -1,0 +1,185 @@
+"""Read models over the visibility rule: listings, the self-concept, profiles, the timeline and
+counts. Each takes the principal and the scope ids it reads, and never widens them."""
+
+from datetime import timedelta
+
+from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
+
+from memory.models import (
+    AttentionEvent,
+    ContextTurn,
+    EmbeddingStatus,
+    Evidence,
+    Fact,
+    Memory,
+    MemoryStatus,
+    MemoryType,
+    Profile,
+    SelfConcept,
+    SelfConceptField,
+    ThreadStatus,
+)
+from memory.selectors.visibility import (
+    Principal,
+    facts_visible,
+    memories_visible,
+    profiles_visible,
+    sessions_visible,
+    snapshots_visible,
+    threads_visible,
+    turns_visible,
+)
+from memory.services.errors import InvalidInput, NotFound
+
+LIST_MAX = 200
+
+
+def memories_page(
+    *,
+    principal: Principal,
+    scope_ids: list[int],
+    memory_type: str = "",
+    status: str = MemoryStatus.ACTIVE,
+    limit: int = 50,
+    offset: int = 0,
+) -> list[Memory]:
+    """Newest first; `status` "" means every status (the history)."""
+    if memory_type and memory_type not in MemoryType.values:
+        raise InvalidInput(f"memory_type must be one of {MemoryType.values}", field="memory_type")
+    if status and status not in MemoryStatus.values:
+        raise InvalidInput(f"status must be one of {MemoryStatus.values}", field="status")
+    rows = memories_visible(
+        principal=principal,
+        scope_ids=scope_ids,
+        statuses=[status] if status else list(MemoryStatus.values),
+    ).select_related("scope")
+    if memory_type:
+        rows = rows.filter(memory_type=memory_type)
+    limit = max(1, min(LIST_MAX, limit))
+    offset = max(0, offset)
+    return list(rows.order_by("-recorded_at", "-pk")[offset : offset + limit])
+
+
+def memory_evidence(*, memory: Memory, limit: int) -> list[ContextTurn]:
+    """The raw turns a memory was distilled from, oldest first."""
+    links = (
+        Evidence.objects.filter(memory=memory)
+        .select_related("turn")
+        .order_by("turn__occurred_at", "turn__pk")[: max(0, limit)]
+    )
+    return [link.turn for link in links]
+
+
+def self_concept_current(*, principal: Principal, scope_ids: list[int]) -> dict[str, SelfConcept]:
+    rows = memories_visible(principal=principal, scope_ids=scope_ids).filter(
+        memory_type=MemoryType.SELF_CONCEPT
+    )
+    concepts = SelfConcept.objects.filter(pk__in=rows.values("pk")).order_by("recorded_at", "pk")
+    current = {concept.field: concept for concept in concepts}
+    return {name: current[name] for name in SelfConceptField.values if name in current}
+
+
+def threads_page(
+    *, principal: Principal, scope_ids: list[int], status: str = "", limit: int = 50
+) -> QuerySet:
+    if status and status not in ThreadStatus.values:
+        raise InvalidInput(f"status must be one of {ThreadStatus.values}", field="status")
+    rows = threads_visible(principal=principal, scope_ids=scope_ids)
+    if status:
+        rows = rows.filter(status=status)
+    return rows.order_by("-weight", "-created_at")[: max(1, min(limit, LIST_MAX))]
+
+
+def thread_visible(*, principal: Principal, scope_ids: list[int], thread_id: int):
+    thread = threads_visible(principal=principal, scope_ids=scope_ids).filter(pk=thread_id).first()
+    if thread is None:
+        raise NotFound(f"unknown thread {thread_id}")
+    return thread
+
+
+def snapshots_newest(*, principal: Principal, scope_ids: list[int], limit: int = 1) -> QuerySet:
+    rows = snapshots_visible(principal=principal, scope_ids=scope_ids)
+    return rows.order_by("-created_at", "-pk")[: max(1, min(limit, LIST_MAX))]
+
+
+def profiles_with_facts(
+    *, principal: Principal, scope_ids: list[int], name: str = ""
+) -> list[tuple[Profile, list[Fact]]]:
+    profiles = profiles_visible(principal=principal, scope_ids=scope_ids).select_related("scope")
+    if name:
+        profiles = profiles.filter(Q(name__iexact=name) | Q(aliases__icontains=name))
+    chosen = list(profiles.order_by("-pinned", "name")[:LIST_MAX])
+    facts: dict[int, list[Fact]] = {profile.pk: [] for profile in chosen}
+    for fact in (
+        facts_visible(principal=principal, scope_ids=scope_ids)
+        .filter(profile_id__in=list(facts))
+        .order_by("predicate")
+    ):
+        facts[fact.profile_id].append(fact)
+    return [(profile, facts[profile.pk]) for profile in chosen]
+
+
+def session_visible_pk(*, principal: Principal, scope_ids: list[int], external_id: str) -> int:
+    pk = (
+        sessions_visible(principal=principal, scope_ids=scope_ids)
+        .filter(external_id=external_id)
+        .order_by("-started_at")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if pk is None:
+        raise NotFound(f"unknown session {external_id!r}", field="session_id")
+    return pk
+
+
+def timeline_stretch(
+    *,
+    principal: Principal,
+    scope_ids: list[int],
+    session_pk: int | None = None,
+    around_turn_id: int | None = None,
+    limit: int = 20,
+) -> list[ContextTurn]:
+    """A stretch of the raw timeline: the turns around one turn (the way back from a memory's
+    evidence to its texture), a session's newest turns, or the newest turns in these scopes."""
+    limit = max(1, min(limit, LIST_MAX))
+    turns = turns_visible(principal=principal, scope_ids=scope_ids)
+    if around_turn_id is not None:
+        anchor = turns.filter(pk=around_turn_id).first()
+        if anchor is None:
+            raise NotFound(f"unknown turn {around_turn_id}", field="around_turn_id")
+        half = limit // 2
+        same = turns.filter(session_id=anchor.session_id)
+        before = list(same.filter(seq__lt=anchor.seq).order_by("-seq")[:half])
+        after = list(same.filter(seq__gte=anchor.seq).order_by("seq")[: limit - len(before)])
+        return [*reversed(before), *after]
+    if session_pk is not None:
+        turns = turns.filter(session_id=session_pk)
+    return list(reversed(turns.order_by("-occurred_at", "-pk")[:limit]))
+
+
+def store_counts(*, principal: Principal, scope_ids: list[int]) -> dict:
+    """Counts of what this principal may see, never of anything else."""
+    memories = memories_visible(
+        principal=principal, scope_ids=scope_ids, statuses=list(MemoryStatus.values)
+    )
+    by_type_status: dict[str, dict[str, int]] = {}
+    for row in memories.order_by().values("memory_type", "status").annotate(n=Count("id")):
+        by_type_status.setdefault(row["memory_type"], {})[row["status"]] = row["n"]
+    week = timezone.now() - timedelta(days=7)
+    return {
+        "memories": by_type_status,
+        "needs_embedding": memories.filter(
+            embedding_status__in=[EmbeddingStatus.PENDING, EmbeddingStatus.FAILED]
+        ).count(),
+        "sessions": sessions_visible(principal=principal, scope_ids=scope_ids).count(),
+        "turns": turns_visible(principal=principal, scope_ids=scope_ids).count(),
+        "threads_open": threads_visible(principal=principal, scope_ids=scope_ids)
+        .filter(status=ThreadStatus.OPEN)
+        .count(),
+        "attention_7d": AttentionEvent.objects.filter(
+            memory__in=memories.filter(status=MemoryStatus.ACTIVE).values("pk"),
+            occurred_at__gte=week,
+        ).count(),
+    }
