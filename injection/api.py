@@ -40,6 +40,7 @@ from injection.operations.fields import (
     ThreadQuery,
     ThreadUpdateIn,
     TimelineIn,
+    TranscriptIn,
     TurnIn,
     TurnSearchIn,
     TurnsIn,
@@ -178,6 +179,11 @@ def surface_view(request, payload: SurfaceIn):
 @api.post("/v1/turns", response=ONE, tags=["timeline"])
 def turns_view(request, payload: TurnsIn):
     return ops.turns_record(caller=_caller(request), data=payload)
+
+
+@api.post("/v1/transcripts", response=ONE, tags=["timeline"])
+def transcripts_view(request, payload: TranscriptIn):
+    return ops.transcript_record(caller=_caller(request), data=payload)
 
 
 @api.get("/v1/timeline", response=MANY, tags=["timeline"])

@@ -94,6 +94,9 @@ TOOLS = [
     ToolSpec("memory_session_start", ops.session_begin, fields.SessionStartIn, IDEMPOTENT_WRITE),
     ToolSpec("context_record", ops.turn_record, fields.TurnRecordIn, IDEMPOTENT_WRITE),
     ToolSpec("context_sync", ops.turns_record, fields.TurnsIn, IDEMPOTENT_WRITE),
+    ToolSpec(
+        "context_record_transcript", ops.transcript_record, fields.TranscriptIn, IDEMPOTENT_WRITE
+    ),
     ToolSpec("context_search", ops.turns_search, fields.TurnSearchIn, READ, listing="results"),
     ToolSpec("context_timeline", ops.timeline_read, fields.TimelineIn, READ, listing="turns"),
     ToolSpec(

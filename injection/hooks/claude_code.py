@@ -4,12 +4,15 @@
 Standalone and standard-library only (no Django, no third-party imports, no urllib: raw sockets keep
 start-up well under 100 ms). Whatever happens — Tideline down, no key, garbage on stdin — it prints
 valid hook JSON and exits 0, so it can never break a session; an error only means nothing is
-injected this turn.
+injected this turn, and the server's reason is printed on stderr. It reads no transcript itself:
+Stop sends the transcript's newest raw lines and the server picks out the conversation.
 
 Configuration (environment, e.g. the `env` block of Claude Code's settings.json):
   TIDELINE_URL           default http://127.0.0.1:8000
   TIDELINE_API_KEY       a key from `manage.py apikey create` (without it nothing is sent)
   TIDELINE_HOOK_TIMEOUT  seconds per request, default 3
+  TIDELINE_HOOK_START_TIMEOUT  seconds for SessionStart, default 15 (a server that has just started
+                         is still loading its embedder and indexes; a session starts once)
 Usage: claude_code.py [SessionStart|UserPromptSubmit|Stop]  (else read from the hook input)
 """
 
@@ -23,8 +26,9 @@ RUNTIME = "claude_code"
 MAX_STDIN_BYTES = 2_000_000
 MAX_RESPONSE_BYTES = 4_000_000
 # The Stop hook re-sends the transcript's tail; the server skips turns it already holds, so only
-# the newest ones need to travel.
-SYNC_TAIL_TURNS = 200
+# the newest lines need to travel, within the server's 1 MB body limit.
+SYNC_TAIL_LINES = 400
+SYNC_TAIL_BYTES = 800_000
 MAX_TURN_CHARS = 100_000
 
 
@@ -32,13 +36,20 @@ class TidelineUnavailable(Exception):
     pass
 
 
-def post(path: str, body: dict) -> dict:
+def _seconds(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, "") or default)
+    except ValueError:
+        return default
+
+
+def post(path: str, body: dict, *, timeout: float | None = None) -> dict:
     """POST JSON to Tideline over a plain socket (HTTP/1.0: the server closes when done)."""
     key = os.environ.get("TIDELINE_API_KEY", "").strip()
     if not key:
         raise TidelineUnavailable("TIDELINE_API_KEY is not set")
     base = os.environ.get("TIDELINE_URL", "http://127.0.0.1:8000").strip().rstrip("/")
-    timeout = float(os.environ.get("TIDELINE_HOOK_TIMEOUT", "3") or 3)
+    timeout = timeout or _seconds("TIDELINE_HOOK_TIMEOUT", 3)
     if not base.startswith("http://"):
         raise TidelineUnavailable("TIDELINE_URL must be http://host:port (a local server)")
     hostport, _, prefix = base[len("http://") :].partition("/")
@@ -63,51 +74,32 @@ def post(path: str, body: dict) -> dict:
     _, _, payload = rest.partition(b"\r\n\r\n")
     parts = status_line.split(b" ", 2)
     if len(parts) < 2 or parts[1] != b"200":
-        raise TidelineUnavailable(status_line.decode("latin-1", "replace"))
+        raise TidelineUnavailable(
+            f"{status_line.decode('latin-1', 'replace')}: {_detail(payload)}".rstrip(": ")
+        )
     return json.loads(payload)
 
 
-def text_of(content) -> str:
-    """The human-readable text of a message's content: a string, or the text parts of a list
-    (tool calls and tool results are not conversation)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            part.get("text", "")
-            for part in content
-            if isinstance(part, dict) and part.get("type") == "text" and part.get("text")
-        )
-    return ""
+def _detail(payload: bytes) -> str:
+    """The server's reason for an error answer, for stderr."""
+    try:
+        detail = json.loads(payload).get("detail", "")
+    except (ValueError, AttributeError):
+        return ""
+    return json.dumps(detail, ensure_ascii=False) if not isinstance(detail, str) else detail
 
 
-def transcript_turns(lines) -> list[dict]:
-    """Turns from Claude Code transcript JSONL lines: user and assistant text only, subagent
-    (sidechain) and meta lines left out, each keyed by the transcript's own uuid."""
-    turns = []
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(entry, dict) or entry.get("type") not in ("user", "assistant"):
-            continue
-        if entry.get("isSidechain") or entry.get("isMeta"):
-            continue
-        message = entry.get("message")
-        if not isinstance(message, dict):
-            continue
-        text = text_of(message.get("content")).strip()
-        if not text:
-            continue
-        turn = {
-            "role": "assistant" if entry["type"] == "assistant" else "user",
-            "content": text[:MAX_TURN_CHARS],
-            "turn_id": str(entry.get("uuid") or "")[:200] or None,
-            "occurred_at": entry.get("timestamp") or None,
-        }
-        turns.append(turn)
-    return turns
+def transcript_tail(path: str) -> list[str]:
+    """The transcript's newest lines, oldest first, as many as fit the request."""
+    with open(os.path.expanduser(path), encoding="utf-8", errors="replace") as transcript:
+        lines = [line.rstrip("\n") for line in transcript][-SYNC_TAIL_LINES:]
+    tail, size = [], 0
+    for line in reversed(lines):
+        size += len(line.encode()) + 8
+        if size > SYNC_TAIL_BYTES:
+            break
+        tail.append(line)
+    return tail[::-1]
 
 
 def session_fields(payload: dict) -> dict:
@@ -119,7 +111,8 @@ def session_fields(payload: dict) -> dict:
 
 
 def on_session_start(payload: dict) -> str:
-    return post("/api/v1/session/start", session_fields(payload)).get("block", "")
+    timeout = _seconds("TIDELINE_HOOK_START_TIMEOUT", 15)
+    return post("/api/v1/session/start", session_fields(payload), timeout=timeout).get("block", "")
 
 
 def on_prompt(payload: dict) -> str:
@@ -136,10 +129,9 @@ def on_stop(payload: dict) -> str:
     path = payload.get("transcript_path")
     if not isinstance(path, str) or not path:
         return ""
-    with open(os.path.expanduser(path), encoding="utf-8", errors="replace") as transcript:
-        turns = transcript_turns(transcript)[-SYNC_TAIL_TURNS:]
-    if turns:
-        post("/api/v1/turns", {**session_fields(payload), "turns": turns})
+    lines = [line for line in transcript_tail(path) if line.strip()]
+    if lines:
+        post("/api/v1/transcripts", {**session_fields(payload), "lines": lines})
     return ""
 
 

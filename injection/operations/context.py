@@ -15,6 +15,7 @@ from injection.operations.fields import (
     SessionStartIn,
     SurfaceIn,
     TimelineIn,
+    TranscriptIn,
     TurnIn,
     TurnItem,
     TurnRecordIn,
@@ -24,6 +25,7 @@ from injection.operations.fields import (
 from injection.operations.present import session_as_dict, turn_as_dict
 from injection.services.context import context_session_start, context_turn
 from injection.services.sync import SessionRef, session_open, turns_sync
+from injection.transcripts import claude_code_turns
 from memory.models import Session
 from memory.search import turn_search
 from memory.selectors.reads import session_visible_pk, timeline_stretch
@@ -130,6 +132,32 @@ def turn_record(*, caller: Caller, data: TurnRecordIn) -> dict:
     """Append one raw turn (with its speaker and time, when known) to a session's timeline,
     verbatim, never summarised. A turn_id makes re-sending the same turn harmless."""
     return _recorded(caller=caller, data=data, turns=[data])
+
+
+@operation
+def transcript_record(*, caller: Caller, data: TranscriptIn) -> dict:
+    """Record the conversation in a runtime's raw transcript lines (Claude Code JSONL): user and
+    assistant text only, no subagent lines or command echoes, each under its own id, so the
+    same tail can be sent again and again."""
+    turns = [
+        TurnItem(
+            role=turn.role,
+            content=turn.content,
+            turn_id=turn.turn_id,
+            occurred_at=turn.occurred_at,
+        )
+        for turn in claude_code_turns(data.lines)
+    ]
+    if not turns:
+        opened = _session_opened(caller=caller, data=data)
+        return {
+            "session": session_as_dict(opened),
+            "captured": True,
+            "recorded": 0,
+            "skipped": 0,
+            "turn_ids": [],
+        }
+    return _recorded(caller=caller, data=data, turns=turns)
 
 
 @operation

@@ -64,6 +64,15 @@ class TurnsIn(SessionIn):
     turns: list[TurnItem] = Field(..., min_length=1, max_length=500)
 
 
+class TranscriptIn(SessionIn):
+    """Raw transcript lines as the runtime wrote them; the server reads out the conversation."""
+
+    format: Literal["claude_code"] = "claude_code"
+    lines: list[Annotated[str, Field(max_length=1_000_000)]] = Field(
+        ..., min_length=1, max_length=5000
+    )
+
+
 class TurnRecordIn(SessionIn, TurnItem):
     """One turn, for callers that record as they go (MCP context_record)."""
 

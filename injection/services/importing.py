@@ -13,8 +13,8 @@ from pathlib import Path
 
 from django.utils.dateparse import parse_datetime
 
-from injection.hooks.claude_code import text_of, transcript_turns
 from injection.services.sync import SessionRef, SyncResult, session_open, turns_sync
+from injection.transcripts import claude_code_turns, text_of
 from memory.models import Actor
 from memory.services.errors import InvalidInput
 from memory.services.scopes import scope_resolve
@@ -33,6 +33,8 @@ class ParsedSession:
 
 
 def _when(value) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
     if isinstance(value, (int, float)):
         return datetime.fromtimestamp(value, tz=UTC)
     if isinstance(value, str) and value:
@@ -67,8 +69,8 @@ def claude_parse(path: Path) -> Iterator[ParsedSession]:
             if cwd and entry.get("sessionId"):
                 break
     turns = [
-        _turn(t["role"], t["content"], t["turn_id"] or f"{session_id}:{n}", t["occurred_at"])
-        for n, t in enumerate(transcript_turns(lines))
+        _turn(turn.role, turn.content, turn.turn_id or f"{session_id}:{n}", turn.occurred_at)
+        for n, turn in enumerate(claude_code_turns(lines))
     ]
     yield ParsedSession(runtime="claude_code", external_id=session_id, cwd=cwd, turns=turns)
 

@@ -100,6 +100,19 @@ def test_it_syncs_new_transcript_turns_on_stop(hook_env, project_dir, tmp_path):
             "isSidechain": True,
             "message": {"role": "assistant", "content": "subagent chatter"},
         },
+        {
+            "type": "user",
+            "uuid": "c1",
+            "message": {
+                "role": "user",
+                "content": "<command-name>/clear</command-name>\n<command-message>clear</command-message>",
+            },
+        },
+        {
+            "type": "user",
+            "uuid": "c2",
+            "message": {"role": "user", "content": "<local-command-stdout></local-command-stdout>"},
+        },
         "not json at all",
     ]
     transcript = tmp_path / "t.jsonl"
@@ -124,6 +137,24 @@ def test_it_syncs_new_transcript_turns_on_stop(hook_env, project_dir, tmp_path):
         ("user", "please fix the parser"),
         ("assistant", "Fixed it."),
     ]
+    assert turns[0].occurred_at.isoformat() == "2026-11-30T10:00:00+00:00"
+
+
+def test_it_prints_the_servers_reason_on_stderr(hook_env, other_project, other_dir):
+    event = {"hook_event_name": "SessionStart", "session_id": "cc-4", "cwd": str(other_dir)}
+    completed = subprocess.run(
+        [sys.executable, "-I", str(HOOK)],
+        input=json.dumps(event),
+        capture_output=True,
+        env={"PATH": os.environ["PATH"], **hook_env},
+        timeout=30,
+        text=True,
+    )
+
+    assert completed.returncode == 0
+    assert json.loads(completed.stdout)["hookSpecificOutput"]["additionalContext"] == ""
+    assert "403" in completed.stderr
+    assert "may not use the scope" in completed.stderr
 
 
 @pytest.mark.parametrize("stdin", [b"", b"garbage \xff\xfe", b"[1, 2]", b'{"prompt": 5}'])
