@@ -251,3 +251,48 @@ def test_it_keeps_an_http_key_inside_its_scopes(http_server, project, other_proj
 
     assert result.is_error and "may not use the scope" in result.content[0].text
     assert not Memory.objects.filter(scope=other_project).exists()
+
+
+def test_it_answers_well_known_with_404_so_clients_start_no_oauth(http_server):
+    base = http_server.removesuffix("/mcp")
+    for path in (
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-authorization-server",
+    ):
+        try:
+            urllib.request.urlopen(base + path, timeout=10)
+            status = 200
+        except urllib.error.HTTPError as error:
+            status = error.code
+        assert status == 404, path
+
+
+def test_it_describes_every_tool_with_annotations_and_a_version(transactional_db, tmp_path):
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["manage.py", "mcp", "--cwd", str(tmp_path)],
+        cwd=str(settings.BASE_DIR),
+        env=_env(),
+    )
+
+    async def scenario():
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            initialized = await session.initialize()
+            tools = (await session.list_tools()).tools
+            unknown = await session.call_tool(
+                "memory_search", {"q": "anything", "colour": "blue", "cwd": str(tmp_path)}
+            )
+            return initialized, tools, unknown
+
+    initialized, tools, unknown = anyio.run(scenario)
+
+    assert initialized.server_info.name == "tideline"
+    assert initialized.server_info.version
+    for tool in tools:
+        assert tool.annotations is not None, tool.name
+        assert tool.annotations.read_only_hint is not None, tool.name
+        assert tool.annotations.open_world_hint is False, tool.name
+        assert tool.description, tool.name
+    expire = next(tool for tool in tools if tool.name == "memory_expire")
+    assert expire.annotations.destructive_hint is True
+    assert unknown.is_error and "colour" in unknown.content[0].text

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from injection.mcp_server import mcp_http_app, mcp_server_build
+from injection.services.warmup import server_warm_in_background
 
 
 class Command(BaseCommand):
@@ -43,5 +44,8 @@ class Command(BaseCommand):
         app = mcp_http_app(
             server=server, host=host, port=port, max_body=settings.TIDELINE_API_MAX_BODY_BYTES
         )
+        # Over HTTP the server outlives many clients: pay the embedder and index load now, not
+        # on the first tool call. (Stdio answers the handshake first and loads on demand.)
+        server_warm_in_background()
         self.stderr.write(f"Tideline MCP on http://{host}:{port}/mcp (bearer API key required)")
         uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")
