@@ -22,14 +22,27 @@ from injection.operations.fields import (
 from injection.operations.present import memory_as_dict, turn_as_dict
 from injection.services.memories import memory_update
 from memory.search import memory_search
-from memory.selectors.reads import memories_page, memory_evidence, profiles_with_facts
+from memory.selectors.reads import (
+    decision_made,
+    memories_page,
+    memory_evidence,
+    profiles_with_facts,
+)
 from memory.selectors.visibility import memory_ids_hidden, memory_visible
 from memory.services import lifecycle
 from memory.services.attention import memories_activate
+from memory.services.audit import audit_context_current
 from memory.services.facts import FactInput, fact_write
 from memory.services.narratives import NarrativeInput, narrative_write
 
 NOT_STORED = WHERE_FIELDS | {"reason"}
+
+
+def _written(memory) -> dict:
+    """A written memory, with what the write path decided about it and why."""
+    context = audit_context_current()
+    decision = decision_made(request_id=context.request_id, memory=memory) if context else None
+    return {**memory_as_dict(memory), "decision": decision}
 
 
 @operation
@@ -41,9 +54,9 @@ def fact_create(*, caller: Caller, data: FactIn) -> dict:
     fact = fact_write(
         data=FactInput(scope_id=scope.pk, **data.model_dump(exclude=NOT_STORED)),
         actor=caller.principal.actor,
-        reason=data.reason or f"written by {caller.principal.name}",
+        reason=data.reason,
     )
-    return memory_as_dict(fact)
+    return _written(fact)
 
 
 @operation
@@ -56,9 +69,9 @@ def narrative_create(*, caller: Caller, data: NarrativeIn) -> dict:
     narrative = narrative_write(
         data=NarrativeInput(scope_id=scope.pk, **data.model_dump(exclude=NOT_STORED)),
         actor=caller.principal.actor,
-        reason=data.reason or f"written by {caller.principal.name}",
+        reason=data.reason,
     )
-    return memory_as_dict(narrative)
+    return _written(narrative)
 
 
 @operation
@@ -96,9 +109,9 @@ def memory_edit(*, caller: Caller, data: MemoryEditIn) -> dict:
         memory=memory,
         changes=data.changes.model_dump(exclude_unset=True),
         actor=caller.principal.actor,
-        reason=data.reason or f"edited by {caller.principal.name}",
+        reason=data.reason,
     )
-    return memory_as_dict(successor)
+    return _written(successor)
 
 
 @operation

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from memory.models import (
     AttentionEvent,
+    AuditEvent,
     ContextTurn,
     EmbeddingStatus,
     Evidence,
@@ -183,3 +184,20 @@ def store_counts(*, principal: Principal, scope_ids: list[int]) -> dict:
             occurred_at__gte=week,
         ).count(),
     }
+
+
+def decision_made(*, request_id: str, memory: Memory) -> dict | None:
+    """What the write path decided about this memory in this request (inserted, merged, skipped,
+    invalidated, rejected, …) and why — read back from the audit log it was recorded in."""
+    event = (
+        AuditEvent.objects.filter(
+            target_type__in=["memory", memory._meta.model_name],
+            target_id=memory.pk,
+            request_id=request_id,
+        )
+        .order_by("-pk")
+        .first()
+    )
+    if event is None:
+        return None
+    return {"action": event.action, "reason": event.reason}

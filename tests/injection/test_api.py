@@ -4,7 +4,7 @@ import pytest
 from django.test import Client
 
 from injection.services.access import apikey_create
-from memory.models import ContextTurn, Memory, MemoryStatus, Session
+from memory.models import ApiKey, AuditEvent, ContextTurn, Memory, MemoryStatus, Session
 from memory.services.embedding import memories_embed
 from memory.services.facts import FactInput, fact_write
 from tests.injection.conftest import narrative_seed, weights_set
@@ -318,3 +318,49 @@ def test_it_answers_bad_edits_with_a_message(api, project):
 
     assert unknown.status_code == 422 and "weight" in str(unknown.json()["detail"])
     assert twice.status_code == 400 and "already expired" in twice.json()["detail"]
+
+
+def test_it_answers_every_write_with_the_decision_and_its_reason(api, project):
+    fact = {
+        "scope_id": project.pk,
+        "profile_name": "user",
+        "kind": "preference",
+        "predicate": "editor",
+        "value": "nvim",
+    }
+
+    inserted = _post(api, "/api/v1/facts", fact).json()
+    again = _post(api, "/api/v1/facts", fact).json()
+    changed = _post(api, "/api/v1/facts", {**fact, "value": "helix"}).json()
+    rejected = _post(
+        api, "/api/v1/narratives", {"scope_id": project.pk, "gesture": "要小心"}
+    ).json()
+
+    assert inserted["decision"]["action"] == "insert"
+    assert again["decision"]["action"] == "skip" and again["id"] == inserted["id"]
+    assert changed["decision"]["action"] == "invalidate"
+    assert f"#{inserted['id']}" in changed["decision"]["reason"]
+    assert rejected["status"] == "rejected"
+    assert rejected["decision"]["action"] == "reject" and rejected["decision"]["reason"]
+
+
+def test_it_stamps_audit_rows_with_the_key_and_the_request_id(api, project, api_key):
+    response = api.post(
+        "/api/v1/facts",
+        data=json.dumps(
+            {
+                "scope_id": project.pk,
+                "profile_name": "user",
+                "kind": "fact",
+                "predicate": "home_city",
+                "value": "Lisbon",
+            }
+        ),
+        content_type="application/json",
+        HTTP_X_REQUEST_ID="req-from-the-client-1",
+    )
+
+    row = AuditEvent.objects.get(target_type="fact", target_id=response.json()["id"])
+    assert row.actor == "agent"
+    assert row.request_id == "req-from-the-client-1"
+    assert row.key_id == ApiKey.objects.get(prefix=api_key.split("_")[1]).pk
