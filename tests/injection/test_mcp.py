@@ -49,6 +49,7 @@ EXPECTED_TOOLS = {
     "memory_session_start",
     "memory_update_thread",
     "context_sync",
+    "context_record_transcript",
 }
 
 
