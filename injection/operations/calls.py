@@ -11,9 +11,10 @@ from django.db import transaction
 from injection.operations.fields import WhereIn
 from memory.models import Scope
 from memory.selectors.visibility import Principal, scope_ids_held, scope_ids_readable
+from memory.services.attribution import GLOBAL, WORKSPACE, Attribution
 from memory.services.audit import audit_context, request_id_new
 from memory.services.errors import Forbidden, InvalidInput
-from memory.services.scopes import scope_get, scope_global, scope_resolve
+from memory.services.scopes import scope_get, scope_global, scope_resolve, scope_workspace
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -82,6 +83,28 @@ def scope_for_write(*, caller: Caller, where: WhereIn) -> Scope:
         scope = _scope_of(caller.principal, where, create=True)
         _refuse_unless_allowed(caller.principal, scope)
     return scope
+
+
+def scope_for_memory(
+    *, caller: Caller, where: WhereIn, attribution: Attribution
+) -> tuple[Scope, str]:
+    """The scope a new memory lands in, and why: the one the caller names, else the one its
+    kind belongs to (the user's profile → global, this machine → workspace, the work → the
+    project it was said in), as far as the caller's key reaches."""
+    place = scope_for_write(caller=caller, where=where)
+    if where.scope_id is not None:
+        return place, "the scope the caller named"
+    if attribution.hint == GLOBAL:
+        target = scope_global()
+    elif attribution.hint == WORKSPACE:
+        target = scope_workspace()
+    else:
+        return place, attribution.why
+    if target.pk == place.pk:
+        return place, attribution.why
+    if not caller.principal.allows(target):
+        return place, f"{attribution.why}, but this key does not hold {target.label}"
+    return target, attribution.why
 
 
 def readable_ids(*, caller: Caller, where: WhereIn) -> list[int]:

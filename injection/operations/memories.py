@@ -6,7 +6,7 @@ from injection.operations.calls import (
     readable_ids,
     readable_or_held_ids,
     require_write,
-    scope_for_write,
+    scope_for_memory,
 )
 from injection.operations.fields import (
     WHERE_FIELDS,
@@ -31,6 +31,7 @@ from memory.selectors.reads import (
 from memory.selectors.visibility import memory_ids_hidden, memory_visible
 from memory.services import lifecycle
 from memory.services.attention import memories_activate
+from memory.services.attribution import fact_attribute, text_attribute
 from memory.services.audit import audit_context_current
 from memory.services.facts import FactInput, fact_write
 from memory.services.narratives import NarrativeInput, narrative_write
@@ -38,11 +39,15 @@ from memory.services.narratives import NarrativeInput, narrative_write
 NOT_STORED = WHERE_FIELDS | {"reason"}
 
 
-def _written(memory) -> dict:
-    """A written memory, with what the write path decided about it and why."""
+def _written(memory, *, why_scope: str = "") -> dict:
+    """A written memory, with what the write path decided about it and why, and why it landed
+    in its scope."""
     context = audit_context_current()
     decision = decision_made(request_id=context.request_id, memory=memory) if context else None
-    return {**memory_as_dict(memory), "decision": decision}
+    answer = {**memory_as_dict(memory), "decision": decision}
+    if why_scope:
+        answer["scope_chosen"] = {"scope": memory.scope.label, "why": why_scope}
+    return answer
 
 
 @operation
@@ -50,13 +55,22 @@ def fact_create(*, caller: Caller, data: FactIn) -> dict:
     """Write a fact about a profile (the user, a person, yourself, a project) under a stable
     predicate key like responds_in or security_status; a new value supersedes the current one.
     Value at most 60 characters."""
-    scope = scope_for_write(caller=caller, where=data)
+    scope, why = scope_for_memory(
+        caller=caller,
+        where=data,
+        attribution=fact_attribute(
+            kind=data.kind,
+            profile_kind=data.profile_kind,
+            predicate=data.predicate,
+            value=data.value,
+        ),
+    )
     fact = fact_write(
         data=FactInput(scope_id=scope.pk, **data.model_dump(exclude=NOT_STORED)),
         actor=caller.principal.actor,
         reason=data.reason,
     )
-    return _written(fact)
+    return _written(fact, why_scope=why)
 
 
 @operation
@@ -65,13 +79,15 @@ def narrative_create(*, caller: Caller, data: NarrativeIn) -> dict:
     backdrop), moment (a verbatim quote), cognition_direction (where the thought was heading),
     importance/emotional/unresolved 1-5, tags, and source_turn_ids linking the raw turns it came
     from. Recurrence and weight are computed."""
-    scope = scope_for_write(caller=caller, where=data)
+    scope, why = scope_for_memory(
+        caller=caller, where=data, attribution=text_attribute(text=data.gesture)
+    )
     narrative = narrative_write(
         data=NarrativeInput(scope_id=scope.pk, **data.model_dump(exclude=NOT_STORED)),
         actor=caller.principal.actor,
         reason=data.reason,
     )
-    return _written(narrative)
+    return _written(narrative, why_scope=why)
 
 
 @operation

@@ -37,6 +37,7 @@ from memory.models import (
     SessionOrigin,
 )
 from memory.models.memories import FACT_VALUE_MAX_CHARS, PREDICATE_PATTERN
+from memory.services.attribution import MACHINE, USER_SUBJECT
 from memory.services.audit import audit_record
 from memory.services.errors import InvalidInput
 from memory.services.facts import FactInput, fact_commit, fact_prepare
@@ -295,13 +296,6 @@ _FIRST_PERSON = [
     (re.compile(r"^me gusta ", re.I), "Al usuario le gusta "),
     (re.compile(r"^(?:私は)?(?=.+(?:が好き|が苦手|を好む))"), "ユーザーは"),
 ]
-_PREFERENCE_HINT = re.compile(r"^(?:用户|The user|El usuario|Al usuario|ユーザーは)", re.IGNORECASE)
-_MACHINE = re.compile(
-    r"装在|安装在|数据目录|本机|这台(?:电脑|机器)|installed (?:at|in|under)|data dir(?:ectory)?"
-    r"|on this machine|instalad[oa] en|directorio de datos|en esta máquina"
-    r"|にインストール|データディレクトリ|このマシン",
-    re.IGNORECASE,
-)
 
 
 def _sentences(content: str) -> list[str]:
@@ -321,9 +315,9 @@ def inbox_extract_rules(content: str) -> list[Candidate]:
         text = sentence
         for pattern, replacement in _FIRST_PERSON:
             text = pattern.sub(replacement, text, count=1)
-        if _MACHINE.search(text):
+        if MACHINE.search(text):
             hint = "workspace"
-        elif _PREFERENCE_HINT.match(text) and text != sentence:
+        elif USER_SUBJECT.match(text) and text != sentence:
             hint = "global"
         else:
             hint = "project"

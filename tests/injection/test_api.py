@@ -7,6 +7,7 @@ from injection.services.access import apikey_create
 from memory.models import ApiKey, AuditEvent, ContextTurn, Memory, MemoryStatus, Session
 from memory.services.embedding import memories_embed
 from memory.services.facts import FactInput, fact_write
+from memory.services.scopes import scope_global
 from tests.injection.conftest import narrative_seed, weights_set
 
 pytestmark = pytest.mark.django_db
@@ -364,3 +365,59 @@ def test_it_stamps_audit_rows_with_the_key_and_the_request_id(api, project, api_
     assert row.actor == "agent"
     assert row.request_id == "req-from-the-client-1"
     assert row.key_id == ApiKey.objects.get(prefix=api_key.split("_")[1]).pk
+
+
+def test_it_files_the_users_preference_globally_and_a_project_fact_in_its_project(
+    api, project, project_dir
+):
+    preference = _post(
+        api,
+        "/api/v1/facts",
+        {
+            "cwd": str(project_dir),
+            "profile_name": "user",
+            "kind": "preference",
+            "predicate": "responds_in",
+            "value": "简体中文",
+        },
+    ).json()
+    project_fact = _post(
+        api,
+        "/api/v1/facts",
+        {
+            "cwd": str(project_dir),
+            "profile_name": "archive-manager",
+            "profile_kind": "project",
+            "kind": "fact",
+            "predicate": "compression",
+            "value": "zstd level 19",
+        },
+    ).json()
+    narrative = _post(
+        api, "/api/v1/narratives", {"cwd": str(project_dir), "gesture": "用户希望回复用简体中文"}
+    ).json()
+
+    assert preference["scope"] == scope_global().label
+    assert "user" in preference["scope_chosen"]["why"]
+    assert narrative["scope"] == scope_global().label
+    assert project_fact["scope_id"] == project.pk
+
+
+def test_it_keeps_a_preference_in_the_project_when_the_key_holds_no_global(project, project_dir):
+    _, raw = apikey_create(name="no global", scope_ids=[project.pk], include_global=False)
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {raw}")
+
+    written = _post(
+        client,
+        "/api/v1/facts",
+        {
+            "cwd": str(project_dir),
+            "profile_name": "user",
+            "kind": "preference",
+            "predicate": "editor",
+            "value": "nvim",
+        },
+    ).json()
+
+    assert written["scope_id"] == project.pk
+    assert "does not hold" in written["scope_chosen"]["why"]
