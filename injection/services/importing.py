@@ -15,7 +15,7 @@ from django.utils.dateparse import parse_datetime
 
 from injection.services.sync import SessionRef, SyncResult, session_open, turns_sync
 from injection.transcripts import claude_code_turns, text_of
-from memory.models import Actor
+from memory.models import Actor, Scope, ScopeKind
 from memory.services.errors import InvalidInput
 from memory.services.scopes import scope_resolve
 from memory.services.timeline import TURN_MAX_CHARS, TurnInput
@@ -152,15 +152,26 @@ def files_collect(paths: Iterable[str]) -> list[Path]:
     return found
 
 
+def scope_of_transcript(*, cwd: str, source: str) -> Scope:
+    """Where an imported session belongs, fail-closed. Its directory may be gone, or no git
+    checkout any more, or never named: then it is a project keyed by that directory (or by the
+    file it came from) — never global, where it would be shown to every project as "where the
+    last session left off"."""
+    scope = scope_resolve(cwd=cwd or None)
+    if scope.kind != ScopeKind.GLOBAL or not (cwd or source):
+        return scope
+    return scope_resolve(explicit=f"project:{cwd or source}")
+
+
 def session_import(
-    *, parsed: ParsedSession, scope_override: str = "", actor: str = Actor.OWNER
+    *, parsed: ParsedSession, source: str = "", scope_override: str = "", actor: str = Actor.OWNER
 ) -> SyncResult:
     """Record one parsed session in the scope of its own cwd (or the override), skipping every
     turn already imported."""
     if scope_override:
         scope = scope_resolve(explicit=scope_override)
     else:
-        scope = scope_resolve(cwd=parsed.cwd or None)
+        scope = scope_of_transcript(cwd=parsed.cwd, source=source)
     session = session_open(
         ref=SessionRef(
             runtime=parsed.runtime,

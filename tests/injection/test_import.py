@@ -90,7 +90,12 @@ def test_it_imports_each_format_into_its_scope_and_is_idempotent(db, sessions_di
     ]
     assert claude.turns.first().occurred_at.isoformat() == "2026-11-01T09:00:00+00:00"
     hermes = Session.objects.get(runtime="hermes", external_id="h-1")
-    assert hermes.scope.kind == "global"
+    assert (hermes.scope.kind, hermes.scope.key) == ("project", "/nowhere/at/all")
+    generic = Session.objects.get(external_id="g-1")
+    assert (generic.scope.kind, generic.scope.key) == (
+        "project",
+        str(sessions_dir / "generic.jsonl"),
+    )
     assert [t.role for t in hermes.turns.order_by("seq")] == ["user", "assistant"]
     assert Session.objects.get(external_id="g-1").turns.count() == 2
     assert ContextTurn.objects.count() == 7
@@ -126,3 +131,34 @@ def test_it_puts_everything_in_an_explicit_scope(db, sessions_dir, other_project
     )
 
     assert set(Session.objects.values_list("scope", flat=True)) == {other_project.pk}
+
+
+def test_it_keeps_a_session_whose_directory_is_gone_out_of_every_other_scope(
+    db, tmp_path, project, project_dir
+):
+    gone = tmp_path / "deleted-checkout"
+    _write_lines(
+        tmp_path / "old.jsonl",
+        [
+            {
+                "type": "user",
+                "uuid": "g1",
+                "sessionId": "cc-gone",
+                "cwd": str(gone),
+                "message": {"role": "user", "content": "canary-gone-7d1 lives in a removed repo"},
+            }
+        ],
+    )
+    unrelated = tmp_path / "unrelated"
+    unrelated.mkdir()
+
+    call_command(
+        "import_sessions", str(tmp_path / "old.jsonl"), stdout=StringIO(), stderr=StringIO()
+    )
+
+    session = Session.objects.get(external_id="cc-gone")
+    assert session.scope.kind == "project" and session.scope.key == str(gone)
+    for cwd in (unrelated, project_dir):
+        out = StringIO()
+        call_command("context", "--query", "canary-gone-7d1", "--cwd", str(cwd), stdout=out)
+        assert "canary-gone-7d1" not in out.getvalue()

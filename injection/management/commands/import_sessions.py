@@ -38,7 +38,7 @@ class Command(BaseCommand):
             kind = format_guess(path) if format == "auto" else format
             try:
                 for parsed in PARSERS[kind](path):
-                    result = session_import(parsed=parsed, scope_override=scope)
+                    result = session_import(parsed=parsed, source=str(path), scope_override=scope)
                     totals["sessions"] += 1
                     totals["recorded"] += len(result.recorded)
                     totals["skipped"] += result.skipped
