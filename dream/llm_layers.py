@@ -18,6 +18,7 @@ import numpy as np
 from django.conf import settings
 from django.db import transaction
 
+from dream.lease import lease_heartbeat
 from dream.models import (
     DreamRun,
     EmbeddingCluster,
@@ -93,6 +94,8 @@ def prompt_load(name: str) -> str:
 
 
 def _ask(name: str, material: dict, *, config: LLMConfig, outcome: LayerOutcome) -> dict:
+    # The run is silent while the LLM thinks: keep its lease for that long.
+    lease_heartbeat(quiet_seconds=settings.TIDELINE_LLM_TIMEOUT)
     reply: LLMReply = llm_complete_json(
         system=prompt_load(name),
         user=json.dumps(material, ensure_ascii=False, default=str),
