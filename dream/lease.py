@@ -94,9 +94,20 @@ def _lease_seconds() -> int:
     return settings.TIDELINE_DREAM_LEASE_SECONDS
 
 
-def lease_acquire(*, holder: Holder, seconds: int | None = None, name: str = LEASE_NAME) -> bool:
+@dataclass(frozen=True)
+class LeaseGrant:
+    """The lease is ours. `taken_from` describes the dead holder it was taken from (None when the
+    lease was free or had expired), so the run can record the takeover under its own id."""
+
+    taken_from: dict | None = None
+
+
+def lease_acquire(
+    *, holder: Holder, seconds: int | None = None, name: str = LEASE_NAME
+) -> LeaseGrant | None:
     """Take the lease if it is free: expired, or held by a process that is gone from this host.
-    One conditional UPDATE on (name, previous holder), so of two concurrent callers one wins."""
+    One conditional UPDATE on (name, previous holder), so of two concurrent callers one wins.
+    None when someone alive holds it."""
     seconds = seconds or _lease_seconds()
     try:
         with transaction.atomic():
@@ -114,7 +125,7 @@ def lease_acquire(*, holder: Holder, seconds: int | None = None, name: str = LEA
         is False
     )
     if not (expired or dead):
-        return False
+        return None
     with transaction.atomic():
         taken = DreamLease.objects.filter(
             name=name, holder=current.holder, expires_at=current.expires_at
@@ -128,23 +139,39 @@ def lease_acquire(*, holder: Holder, seconds: int | None = None, name: str = LEA
             heartbeat_at=now,
             expires_at=now + timedelta(seconds=seconds),
         )
-        if taken and dead:
-            audit_record(
-                actor=Actor.SYSTEM,
-                action=AuditAction.UPDATE,
-                target=current,
-                reason=f"DREAM lease taken over: holder {current.host} pid {current.pid} is gone",
-                before={
-                    "host": current.host,
-                    "pid": current.pid,
-                    "run_id": current.run_id,
-                    "heartbeat_at": current.heartbeat_at.isoformat()
-                    if current.heartbeat_at
-                    else None,
-                },
-                after={"host": holder.host, "pid": holder.pid},
-            )
-    return taken == 1
+    if not taken:
+        return None
+    if not dead:
+        return LeaseGrant()
+    logger.warning("DREAM lease taken over from %s pid %s (gone)", current.host, current.pid)
+    return LeaseGrant(
+        taken_from={
+            "host": current.host,
+            "pid": current.pid,
+            "run_id": current.run_id,
+            "heartbeat_at": current.heartbeat_at.isoformat() if current.heartbeat_at else None,
+        }
+    )
+
+
+def lease_takeover_record(*, grant: LeaseGrant, holder: Holder, name: str = LEASE_NAME) -> None:
+    """The audit row of a takeover, written once the new run exists (so it carries its id)."""
+    if grant.taken_from is None:
+        return
+    lease = DreamLease.objects.get(name=name)
+    previous = grant.taken_from
+    with transaction.atomic():
+        audit_record(
+            actor=Actor.SYSTEM,
+            action=AuditAction.UPDATE,
+            target=lease,
+            reason=(
+                f"DREAM lease taken over: holder {previous['host']} pid {previous['pid']} is gone"
+                + (f" (run #{previous['run_id']} interrupted)" if previous["run_id"] else "")
+            ),
+            before=previous,
+            after={"host": holder.host, "pid": holder.pid},
+        )
 
 
 def lease_renew(*, holder: Holder, seconds: int | None = None, name: str = LEASE_NAME) -> None:

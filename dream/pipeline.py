@@ -23,6 +23,7 @@ from dream.lease import (
     lease_heartbeat,
     lease_kept,
     lease_release,
+    lease_takeover_record,
 )
 from dream.models import LAYER_ORDER, LLM_LAYERS, DreamLayer, DreamRun, DreamRunStatus
 from dream.scanner import chunks_find, scan_run
@@ -150,7 +151,8 @@ def dream_run(
     layers = _layers_for(layer)
     day = day or timezone.localdate()
     holder = holder_here()
-    if not lease_acquire(holder=holder):
+    grant = lease_acquire(holder=holder)
+    if grant is None:
         return _run_skipped(layer=layer, day=day, trigger=trigger)
     try:
         now = timezone.now()
@@ -163,6 +165,8 @@ def dream_run(
             started_at=now,
         )
         lease_attach_run(holder=holder, run_id=run.pk)
+        with audit_context(actor=Actor.SYSTEM, request_id=f"dream-run-{run.pk}"):
+            lease_takeover_record(grant=grant, holder=holder)
         with lease_kept(holder):
             try:
                 _layers_run(

@@ -21,6 +21,7 @@ from dream.lease import (
     lease_heartbeat,
     lease_kept,
     lease_renew,
+    lease_takeover_record,
 )
 from dream.models import DreamLease, DreamRun, DreamRunStatus
 from memory.models import AuditEvent, Evidence, Narrative
@@ -40,9 +41,11 @@ def test_it_takes_over_at_once_a_lease_whose_process_is_gone_from_this_host(db):
     dead = Holder(token="dead", host=holder_here().host, pid=_gone_pid(), process_started="1")
     assert lease_acquire(holder=dead, seconds=3600)
     successor = holder_here()
-    assert lease_acquire(holder=successor)
+    grant = lease_acquire(holder=successor)
+    assert grant.taken_from["pid"] == dead.pid
     lease = DreamLease.objects.get()
     assert (lease.holder, lease.pid) == (successor.token, os.getpid())
+    lease_takeover_record(grant=grant, holder=successor)
     takeover = AuditEvent.objects.get(target_type="dreamlease")
     assert takeover.actor == "system" and f"pid {dead.pid} is gone" in takeover.reason
 
@@ -152,4 +155,6 @@ def test_it_lets_the_next_dream_start_within_seconds_after_a_sigkill_mid_run(
     assert set(Evidence.objects.filter(memory=narrative).values_list("turn_id", flat=True)) == {
         turn.pk for turn in turns
     }
-    assert AuditEvent.objects.filter(target_type="dreamlease", reason__contains="is gone").exists()
+    takeover_audit = AuditEvent.objects.get(target_type="dreamlease")
+    assert f"run #{killed_run.pk} interrupted" in takeover_audit.reason
+    assert takeover_audit.request_id == f"dream-run-{resumed.pk}"
