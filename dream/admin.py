@@ -133,9 +133,10 @@ class TopicMemberInline(ReadOnlyInline):
 
 @admin.register(TopicCluster)
 class TopicClusterAdmin(ReadOnlyAdmin):
-    list_display = ("term", "size", "merged_terms", "built_at")
+    list_display = ("term", "scope", "size", "merged_terms", "built_at")
+    list_filter = ("scope",)
     search_fields = ("term",)
-    readonly_fields = ("term", "terms", "size", "built_at")
+    readonly_fields = ("term", "scope", "terms", "size", "built_at")
     inlines = [TopicMemberInline]
 
     @admin.display(description="terms")
@@ -157,9 +158,18 @@ class SoftMemberInline(ReadOnlyInline):
 
 @admin.register(EmbeddingCluster)
 class EmbeddingClusterAdmin(ReadOnlyAdmin):
-    list_display = ("index", "name", "size", "neighbours", "built_at")
+    list_display = ("index", "scope", "name", "size", "neighbours", "built_at")
+    list_filter = ("scope",)
     search_fields = ("name",)
-    readonly_fields = ("index", "name", "size", "embedding_model", "built_at", "neighbours")
+    readonly_fields = (
+        "index",
+        "scope",
+        "name",
+        "size",
+        "embedding_model",
+        "built_at",
+        "neighbours",
+    )
     fields = readonly_fields
     inlines = [SoftMemberInline]
 
