@@ -141,15 +141,19 @@ def lease_acquire(
         )
     if not taken:
         return None
-    if not dead:
+    # A lease released by its holder lies at the epoch; one that ran out still names a holder.
+    abandoned = expired and current.holder and current.expires_at > _EPOCH
+    if not (dead or abandoned):
         return LeaseGrant()
-    logger.warning("DREAM lease taken over from %s pid %s (gone)", current.host, current.pid)
+    why = "is gone" if dead else "stopped renewing its heartbeat"
+    logger.warning("DREAM lease taken over from %s pid %s (%s)", current.host, current.pid, why)
     return LeaseGrant(
         taken_from={
             "host": current.host,
             "pid": current.pid,
             "run_id": current.run_id,
             "heartbeat_at": current.heartbeat_at.isoformat() if current.heartbeat_at else None,
+            "why": why,
         }
     )
 
@@ -166,7 +170,8 @@ def lease_takeover_record(*, grant: LeaseGrant, holder: Holder, name: str = LEAS
             action=AuditAction.UPDATE,
             target=lease,
             reason=(
-                f"DREAM lease taken over: holder {previous['host']} pid {previous['pid']} is gone"
+                f"DREAM lease taken over: holder {previous['host']} pid {previous['pid']} "
+                f"{previous['why']}"
                 + (f" (run #{previous['run_id']} interrupted)" if previous["run_id"] else "")
             ),
             before=previous,

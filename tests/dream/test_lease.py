@@ -60,7 +60,8 @@ def test_it_leaves_a_live_holder_alone_and_waits_for_a_remote_holders_heartbeat(
     DreamLease.objects.update(holder="remote", host="another-machine", pid=1)
     assert not lease_acquire(holder=holder_here())
     DreamLease.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
-    assert lease_acquire(holder=holder_here())
+    grant = lease_acquire(holder=holder_here())
+    assert grant.taken_from["why"] == "stopped renewing its heartbeat"
     with pytest.raises(LeaseLost):
         lease_renew(holder=remote)
 
