@@ -10,7 +10,7 @@ from collections import defaultdict
 from datetime import timedelta
 
 import numpy as np
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from dream.models import (
@@ -59,25 +59,26 @@ def topic_clusters_read(
     """Topic clusters of `scope_ids` with at least `min_members` visible narratives, largest
     first. One term found in several visible scopes is one entry counting all its visible members:
     {"id", "ids", "scope_ids", "term", "terms", "size", "examples": [{"id", "gesture", "weight"}]}."""
-    by_term: dict[str, dict] = {}
-    rows = TopicClusterMember.objects.filter(
-        _visible("narrative__", scope_ids=scope_ids, include_secret=include_secret),
-        cluster__scope_id__in=scope_ids,
-    ).values_list(
-        "cluster_id", "cluster__scope_id", "cluster__term", "cluster__terms", "narrative_id"
+    visible = _visible("narrative__", scope_ids=scope_ids, include_secret=include_secret)
+    counted = (
+        TopicClusterMember.objects.filter(visible, cluster__scope_id__in=scope_ids)
+        .values("cluster_id", "cluster__scope_id", "cluster__term", "cluster__terms")
+        .annotate(visible=Count("id"))
+        .order_by("cluster_id")
     )
-    for cluster_id, scope_id, term, terms, narrative_id in rows.order_by("cluster_id"):
-        entry = by_term.setdefault(
-            term, {"ids": [], "scope_ids": [], "terms": [], "members": set()}
-        )
-        if cluster_id not in entry["ids"]:
-            entry["ids"].append(cluster_id)
-            entry["scope_ids"].append(scope_id)
-            entry["terms"] += [t for t in (terms or [term]) if t not in entry["terms"]]
-        entry["members"].add(narrative_id)
+    # A narrative lies in one scope, so one term's clusters in several scopes share no member:
+    # its visible size is the sum of theirs.
+    by_term: dict[str, dict] = {}
+    for row in counted:
+        term = row["cluster__term"]
+        entry = by_term.setdefault(term, {"ids": [], "scope_ids": [], "terms": [], "size": 0})
+        entry["ids"].append(row["cluster_id"])
+        entry["scope_ids"].append(row["cluster__scope_id"])
+        entry["terms"] += [t for t in (row["cluster__terms"] or [term]) if t not in entry["terms"]]
+        entry["size"] += row["visible"]
     kept = sorted(
-        (item for item in by_term.items() if len(item[1]["members"]) >= min_members),
-        key=lambda item: (-len(item[1]["members"]), item[1]["ids"][0]),
+        (item for item in by_term.items() if item[1]["size"] >= min_members),
+        key=lambda item: (-item[1]["size"], item[1]["ids"][0]),
     )[:limit]
     return [
         {
@@ -86,8 +87,13 @@ def topic_clusters_read(
             "scope_ids": sorted(set(entry["scope_ids"])),
             "term": term,
             "terms": entry["terms"] or [term],
-            "size": len(entry["members"]),
-            "examples": _examples(Narrative.objects.filter(pk__in=entry["members"])),
+            "size": entry["size"],
+            "examples": _examples(
+                Narrative.objects.filter(
+                    _visible("", scope_ids=scope_ids, include_secret=include_secret),
+                    topic_memberships__cluster_id__in=entry["ids"],
+                )
+            ),
         }
         for term, entry in kept
     ]
