@@ -277,3 +277,19 @@ def test_it_stamps_every_audit_row_of_a_run_with_its_request_id(
     assert rows.filter(actor="system").exists()
     assert set(rows.values_list("request_id", flat=True)) == {f"dream-run-{run.pk}"}
     assert set(rows.values_list("actor", flat=True)) <= {"llm", "system", "rule"}
+
+
+def test_it_keeps_project_a_out_of_a_project_b_keys_attention_over_rest(
+    three_scopes, other_project_scope, client
+):
+    from injection.services.access import apikey_create
+
+    for narrative in three_scopes["a"][:3] + three_scopes["b"][:1]:
+        AttentionEvent.objects.create(memory=narrative, source="mcp_search")
+    _, raw = apikey_create(name="project b agent", scope_ids=[other_project_scope.pk])
+    response = client.get("/api/v1/attention?days=7", HTTP_AUTHORIZATION=f"Bearer {raw}")
+    assert response.status_code == 200
+    body = response.json()
+    text = _dumped(body)
+    assert CANARY_A not in text and not any(secret in text for secret in SECRETS)
+    assert CANARY_B in text and body["events"] == 1
