@@ -13,6 +13,8 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -227,19 +229,14 @@ class _Beat:
     last: float = 0.0
 
 
-class lease_kept:
+@contextmanager
+def lease_kept(holder: Holder) -> Iterator[Holder]:
     """Inside this block, `lease_heartbeat()` renews `holder`'s lease."""
-
-    def __init__(self, holder: Holder) -> None:
-        self._beat = _Beat(holder=holder, last=time.monotonic())
-        self._token = None
-
-    def __enter__(self) -> Holder:
-        self._token = _current.set(self._beat)
-        return self._beat.holder
-
-    def __exit__(self, *exc) -> None:
-        _current.reset(self._token)
+    token = _current.set(_Beat(holder=holder, last=time.monotonic()))
+    try:
+        yield holder
+    finally:
+        _current.reset(token)
 
 
 def lease_heartbeat(*, quiet_seconds: float = 0.0) -> None:
