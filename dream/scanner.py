@@ -78,24 +78,26 @@ def _unindexed_turns(*, since: datetime | None):
 
 
 def chunks_find(*, since: datetime | None = None) -> list[Chunk]:
-    by_session: dict[int, list[tuple[int, datetime, int]]] = {}
+    # Per session and scope: a session that moved to another repository continues there, and a
+    # chunk (so a solidify prompt) never spans two scopes.
+    by_part: dict[tuple[int, int], list[tuple[int, datetime]]] = {}
     for pk, session_id, scope_id, occurred_at in _unindexed_turns(since=since).values_list(
         "pk", "session_id", "scope_id", "occurred_at"
     ):
-        by_session.setdefault(session_id, []).append((pk, occurred_at, scope_id))
+        by_part.setdefault((session_id, scope_id), []).append((pk, occurred_at))
     chunks = []
-    for session_id, rows in sorted(by_session.items()):
+    for (session_id, scope_id), rows in sorted(by_part.items()):
         rows.sort(key=lambda row: (row[1], row[0]))
-        times = {pk: occurred_at for pk, occurred_at, _ in rows}
+        times = dict(rows)
         for run in turns_chunk(
-            [(pk, occurred_at) for pk, occurred_at, _ in rows],
+            rows,
             gap_minutes=settings.TIDELINE_DREAM_CHUNK_GAP_MINUTES,
             min_turns=settings.TIDELINE_DREAM_CHUNK_MIN_TURNS,
         ):
             chunks.append(
                 Chunk(
                     session_id=session_id,
-                    scope_id=rows[0][2],
+                    scope_id=scope_id,
                     turn_ids=run,
                     started_at=times[run[0]],
                     ended_at=times[run[-1]],

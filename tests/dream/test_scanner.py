@@ -100,3 +100,18 @@ def test_it_reports_the_four_tracks_as_json_and_markdown(project_scope, capsys):
     assert printed["track_b"]["count"] == 1
     call_command("dream", "scan")
     assert "# Layer 0 scan" in capsys.readouterr().out
+
+
+def test_it_never_puts_two_scopes_in_one_chunk_when_a_session_moved(
+    project_scope, other_project_scope
+):
+    from memory.models import ContextTurn
+
+    turns = record(project_scope, "moving", [0, 1, 2, 3, 4, 5])
+    moved = [turn.pk for turn in turns[3:]]
+    ContextTurn.objects.filter(pk__in=moved).update(scope=other_project_scope)
+    chunks = chunks_find()
+    assert [(chunk.scope_id, chunk.turn_ids) for chunk in chunks] == [
+        (project_scope.pk, [turn.pk for turn in turns[:3]]),
+        (other_project_scope.pk, moved),
+    ]
