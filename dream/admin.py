@@ -5,6 +5,7 @@ DREAM, and its memories are changed through the memory pages and services."""
 import json
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -26,6 +27,7 @@ from memory.admin.base import ReadOnlyAdmin, ReadOnlyInline
 from memory.models import Thread, ThreadStatus
 
 HEATMAP_DAYS = (7, 30, 90)
+MEMORY_VIEW_PERMISSION = "memory.view_memory"
 
 
 def _memory_link(memory_id: int, text: str) -> str:
@@ -92,6 +94,10 @@ class DreamRunAdmin(ReadOnlyAdmin):
         ]
 
     def attention_view(self, request: HttpRequest) -> HttpResponse:
+        # The picture names clusters after memory text: whoever may not view memories may not
+        # see it, staff or not.
+        if not request.user.has_perm(MEMORY_VIEW_PERMISSION):
+            raise PermissionDenied
         try:
             days = int(request.GET.get("days", 30))
         except ValueError:
@@ -127,9 +133,10 @@ class TopicMemberInline(ReadOnlyInline):
 
 @admin.register(TopicCluster)
 class TopicClusterAdmin(ReadOnlyAdmin):
-    list_display = ("term", "size", "merged_terms", "built_at")
+    list_display = ("term", "scope", "size", "merged_terms", "built_at")
+    list_filter = ("scope",)
     search_fields = ("term",)
-    readonly_fields = ("term", "terms", "size", "built_at")
+    readonly_fields = ("term", "scope", "terms", "size", "built_at")
     inlines = [TopicMemberInline]
 
     @admin.display(description="terms")
@@ -151,9 +158,18 @@ class SoftMemberInline(ReadOnlyInline):
 
 @admin.register(EmbeddingCluster)
 class EmbeddingClusterAdmin(ReadOnlyAdmin):
-    list_display = ("index", "name", "size", "neighbours", "built_at")
+    list_display = ("index", "scope", "name", "size", "neighbours", "built_at")
+    list_filter = ("scope",)
     search_fields = ("name",)
-    readonly_fields = ("index", "name", "size", "embedding_model", "built_at", "neighbours")
+    readonly_fields = (
+        "index",
+        "scope",
+        "name",
+        "size",
+        "embedding_model",
+        "built_at",
+        "neighbours",
+    )
     fields = readonly_fields
     inlines = [SoftMemberInline]
 

@@ -9,6 +9,7 @@ transaction is open while the LLM thinks.
 """
 
 import json
+from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from functools import cache
@@ -18,6 +19,7 @@ import numpy as np
 from django.conf import settings
 from django.db import transaction
 
+from dream.lease import lease_heartbeat
 from dream.models import (
     DreamRun,
     EmbeddingCluster,
@@ -39,6 +41,8 @@ from memory.models import (
     Narrative,
     NarrativeLayer,
     ProfileKind,
+    Scope,
+    ScopeKind,
     SelfConcept,
     SelfConceptField,
     Thread,
@@ -51,7 +55,7 @@ from memory.services.errors import InvalidInput, NotFound
 from memory.services.facts import FactInput, fact_write
 from memory.services.llm import LLMConfig, LLMReply, LLMUnavailable, llm_complete_json
 from memory.services.narratives import NarrativeInput, narrative_reweigh, narrative_write
-from memory.services.scopes import scope_global, scope_visible_ids
+from memory.services.scopes import scope_visible_ids
 from memory.services.self_concept import self_concept_write
 from memory.services.threads import thread_set_status, thread_write
 
@@ -93,6 +97,8 @@ def prompt_load(name: str) -> str:
 
 
 def _ask(name: str, material: dict, *, config: LLMConfig, outcome: LayerOutcome) -> dict:
+    # The run is silent while the LLM thinks: keep its lease for that long.
+    lease_heartbeat(quiet_seconds=settings.TIDELINE_LLM_TIMEOUT)
     reply: LLMReply = llm_complete_json(
         system=prompt_load(name),
         user=json.dumps(material, ensure_ascii=False, default=str),
@@ -388,54 +394,70 @@ def narrative_rescore(
     return narrative
 
 
-def _combing_material(day: date) -> tuple[dict, dict]:
-    today = list(_day_narratives(day)[: settings.TIDELINE_DREAM_COMBING_MAX_MEMORIES])
+def _scopes_with_material(day: date) -> list[Scope]:
+    """The scopes with memories today that an LLM may read, busiest first: each gets its own
+    prompt, so no prompt carries two scopes' days."""
+    counts: dict[int, int] = defaultdict(int)
+    for scope_id in _day_narratives(day).values_list("scope_id", flat=True):
+        counts[scope_id] += 1
+    order = sorted(counts, key=lambda scope_id: (-counts[scope_id], scope_id))
+    scopes = Scope.objects.in_bulk(order)
+    return [scopes[scope_id] for scope_id in order]
+
+
+def _combing_material(day: date, *, scope: Scope) -> tuple[dict, dict]:
+    """One scope's day and what that scope may see (itself, its workspace, global): the material
+    a DREAM run for that scope reads, never a secret and never another project's memory."""
+    today = list(
+        _day_narratives(day).filter(scope_id=scope.pk)[
+            : settings.TIDELINE_DREAM_COMBING_MAX_MEMORIES
+        ]
+    )
     today_ids = [n.pk for n in today]
-    scopes = {n.scope_id for n in today}
-    scopes_by_id = {n.scope_id: n.scope for n in today}
-    visible_of = {pk: set(scope_visible_ids(scope=scope)) for pk, scope in scopes_by_id.items()}
-    visible_all = set().union(*visible_of.values()) if visible_of else {scope_global().pk}
+    visible = set(scope_visible_ids(scope=scope))
     earlier_pool = Narrative.objects.filter(
         status=MemoryStatus.ACTIVE,
         secret=False,
-        scope_id__in=visible_all,
+        scope_id__in=visible,
         recorded_at__date__lt=day,
     ).exclude(ntype=DREAM_TAG)
     pool_vectors = _vectors(
         list(earlier_pool.order_by("-weight").values_list("pk", flat=True)[:2000])
     )
     today_vectors = _vectors(today_ids)
-    scope_of = dict(earlier_pool.filter(pk__in=list(pool_vectors)).values_list("pk", "scope_id"))
     earlier_ids: list[int] = []
     for narrative in today:
         seed = today_vectors.get(narrative.pk)
         if seed is None:
             continue
-        candidates = {
-            pk: vector
-            for pk, vector in pool_vectors.items()
-            if scope_of.get(pk) in visible_of[narrative.scope_id]
-        }
-        for pk in _nearest(seed, candidates, count=2):
+        for pk in _nearest(seed, pool_vectors, count=2):
             if pk not in earlier_ids:
                 earlier_ids.append(pk)
     earlier = list(Narrative.objects.filter(pk__in=earlier_ids[:40]))
     facts = list(
-        Fact.objects.filter(status=MemoryStatus.ACTIVE, secret=False, scope_id__in=visible_all)
+        Fact.objects.filter(status=MemoryStatus.ACTIVE, secret=False, scope_id__in=visible)
         .select_related("profile")
         .order_by("-recorded_at")[:60]
     )
     self_concept = list(
         SelfConcept.objects.filter(status=MemoryStatus.ACTIVE, secret=False).order_by("field")
     )
+    # Only this scope's threads can be aged by this scope's day.
     threads = list(
-        Thread.objects.filter(status=ThreadStatus.OPEN, scope_id__in=visible_all).order_by(
+        Thread.objects.filter(status=ThreadStatus.OPEN, scope_id=scope.pk).order_by(
             "-weight", "pk"
         )[:20]
     )
-    heatmap = attention_heatmap_read(days=30)
+    heatmap = attention_heatmap_read(days=30, scope_ids=sorted(visible))
+    self_concept_writable = scope.kind == ScopeKind.GLOBAL
     material = {
         "day": day.isoformat(),
+        "scope": {
+            "id": scope.pk,
+            "kind": scope.kind,
+            "label": scope.label,
+            "self_concept_writable": self_concept_writable,
+        },
         "today": [_narrative_material(n) for n in today],
         "earlier": [_narrative_material(n, context_chars=150) for n in earlier],
         "facts": [
@@ -462,15 +484,17 @@ def _combing_material(day: date) -> tuple[dict, dict]:
             "desert_clusters": [row["name"] for row in heatmap["clusters"] if row["heat"] == 0][:5],
         },
     }
-    scope = {
+    context = {
+        "scope": scope,
         "today": {n.pk: n for n in today},
         "earlier": {n.pk: n for n in earlier},
         "facts": {f.pk: f for f in facts},
         "threads": {t.pk: t for t in threads},
-        "visible_of": visible_of,
-        "scopes": scopes,
+        "visible_of": {scope.pk: visible},
+        "scopes": {scope.pk},
+        "self_concept_writable": self_concept_writable,
     }
-    return material, scope
+    return material, context
 
 
 def combing_validate(data: dict, *, scope: dict) -> dict:
@@ -562,23 +586,44 @@ def _thread_exists(*, scope_id: int, content: str) -> bool:
 
 
 def combing_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
+    """One combing prompt per scope with memories today; what it writes stays in that scope."""
     outcome = LayerOutcome()
-    material, scope = _combing_material(day)
-    outcome.detail = {"today": len(material["today"]), "earlier": len(material["earlier"])}
-    if not material["today"]:
+    scopes = _scopes_with_material(day)
+    outcome.detail = {"scopes": {}}
+    if not scopes:
         outcome.status = "skipped"
         outcome.detail["reason"] = "no new memories today"
         return outcome
+    failed = 0
+    for scope in scopes:
+        lease_heartbeat()
+        try:
+            report = _combing_scope(day=day, scope=scope, config=config, outcome=outcome)
+        except LLMUnavailable as exc:
+            report = {"status": "failed", "reason": str(exc)}
+            outcome.rejected.append(f"scope {scope.pk}: {exc}")
+        failed += report["status"] == "failed"
+        outcome.detail["scopes"][str(scope.pk)] = report
+    if failed == len(scopes):
+        outcome.status = "failed"
+    elif failed or outcome.rejected:
+        outcome.status = "partial"
+    return outcome
+
+
+def _combing_scope(*, day: date, scope: Scope, config: LLMConfig, outcome: LayerOutcome) -> dict:
+    material, context = _combing_material(day, scope=scope)
+    report: dict = {"status": "ok", "today": len(material["today"])}
+    report["earlier"] = len(material["earlier"])
     data = _ask("combing", material, config=config, outcome=outcome)
     try:
-        plan = combing_validate(data, scope=scope)
+        plan = combing_validate(data, scope=context)
     except AnswerInvalid as exc:
-        outcome.status = "failed"
-        outcome.rejected.append(str(exc))
-        return outcome
-    reason = f"DREAM combing {day}"
+        outcome.rejected.append(f"scope {scope.pk}: {exc}")
+        return report | {"status": "failed", "reason": str(exc)}
+    reason = f"DREAM combing {day} · {scope.label}"
     for item in plan["rescore"]:
-        narrative = scope["today"][item["id"]]
+        narrative = context["today"][item["id"]]
         if (narrative.importance, narrative.emotional, narrative.unresolved) == (
             item["importance"],
             item["emotional"],
@@ -600,21 +645,29 @@ def combing_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
             outcome.rejected.append(f"fact {fact_input.predicate}: {exc}")
             continue
         outcome.wrote("facts", fact.pk)
-    for item in plan["self_concept"]:
-        version = self_concept_write(
-            field=item["field"],
-            content=item["content"],
-            actor=Actor.LLM,
-            reason=f"{reason}: self-concept",
+    if plan["self_concept"] and not context["self_concept_writable"]:
+        # The self-concept is global: it changes only from global sources (or the owner).
+        report["self_concept_skipped"] = (
+            f"{len(plan['self_concept'])} change(s) proposed from {scope.label}; the global "
+            "self-concept changes only from global memories"
         )
-        outcome.wrote("self_concept", version.pk)
+    elif plan["self_concept"]:
+        for item in plan["self_concept"]:
+            version = self_concept_write(
+                field=item["field"],
+                content=item["content"],
+                actor=Actor.LLM,
+                reason=f"{reason}: self-concept",
+            )
+            outcome.wrote("self_concept", version.pk)
     for item in plan["conflicts"]:
-        reflection = _tension_write(item, scope=scope, reason=reason)
+        reflection = _tension_write(item, scope=context, reason=reason)
         if reflection is not None:
             outcome.wrote("tensions", reflection.pk)
     for item in plan["threads"]:
-        source = scope["today"].get(item["source_id"]) if item["source_id"] else None
-        scope_id = source.scope_id if source else scope_global().pk
+        source = context["today"].get(item["source_id"]) if item["source_id"] else None
+        # Without a source the thread still came from this scope's day: it stays here.
+        scope_id = source.scope_id if source else scope.pk
         if _thread_exists(scope_id=scope_id, content=item["content"]):
             continue
         thread = thread_write(
@@ -638,9 +691,7 @@ def combing_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
             + (f" ({item['why']})" if item["why"] else ""),
         )
         outcome.wrote("threads_aged", item["id"])
-    if outcome.rejected:
-        outcome.status = "partial"
-    return outcome
+    return report
 
 
 def _tension_write(item: dict, *, scope: dict, reason: str) -> Narrative | None:
@@ -678,16 +729,18 @@ def _recent_drift_seeds(day: date) -> set[int]:
     for stats in DreamRun.objects.filter(
         day__gte=day - timedelta(days=7), day__lte=day
     ).values_list("stats", flat=True):
-        seed = ((stats or {}).get("layers", {}).get("drift") or {}).get("seed")
-        if isinstance(seed, int):
-            seeds.add(seed)
+        drift = (stats or {}).get("layers", {}).get("drift") or {}
+        for seed in [drift.get("seed"), *(drift.get("seeds") or [])]:
+            if isinstance(seed, int):
+                seeds.add(seed)
     return seeds
 
 
-def _drift_seed(day: date) -> Narrative | None:
+def _drift_seed(day: date, *, scope_id: int) -> Narrative | None:
     recent = _recent_drift_seeds(day)
     candidates = (
         Narrative.objects.filter(
+            scope_id=scope_id,
             status=MemoryStatus.ACTIVE,
             secret=False,
             recorded_at__date__gte=day - timedelta(days=30),
@@ -721,7 +774,7 @@ def _drift_material(seed: Narrative) -> tuple[dict, dict[str, list[int]]]:
     )
     path["topics"] = list(dict.fromkeys(shared_topic))[:3]
     near = {pk for ids in path.values() for pk in ids} | {seed.pk}
-    path["far"] = _far_territory(seed, seed_vector, pool, pool_vectors, near)
+    path["far"] = _far_territory(seed, seed_vector, pool, pool_vectors, near, visible=visible)
     for via in path:
         path[via] = list(dict.fromkeys(path[via]))
     wanted = {pk for ids in path.values() for pk in ids}
@@ -738,9 +791,11 @@ def _drift_material(seed: Narrative) -> tuple[dict, dict[str, list[int]]]:
     return material, path
 
 
-def _far_territory(seed, seed_vector, pool, pool_vectors, near: set[int]) -> list[int]:
-    """Memories from the soft cluster least like the seed's (not adjacent to it), or failing that
-    the visible memories least similar to the seed."""
+def _far_territory(
+    seed, seed_vector, pool, pool_vectors, near: set[int], *, visible: list[int]
+) -> list[int]:
+    """Memories from the soft cluster (of a scope the seed's scope sees) least like the seed's and
+    not adjacent to it, or failing that the visible memories least similar to the seed."""
     home = (
         EmbeddingClusterMember.objects.filter(memory=seed, rank=1)
         .values_list("cluster_id", flat=True)
@@ -758,9 +813,9 @@ def _far_territory(seed, seed_vector, pool, pool_vectors, near: set[int]) -> lis
         )
         clusters = {
             pk: vector_from_bytes(bytes(blob))
-            for pk, blob in EmbeddingCluster.objects.exclude(pk__in=adjacent | {home}).values_list(
-                "pk", "centroid"
-            )
+            for pk, blob in EmbeddingCluster.objects.filter(scope_id__in=visible)
+            .exclude(pk__in=adjacent | {home})
+            .values_list("pk", "centroid")
         }
         for cluster_id in _nearest(seed_vector, clusters, count=len(clusters), farthest=True):
             members = list(
@@ -806,31 +861,53 @@ def drift_validate(data: dict, *, path: dict[str, list[int]]) -> dict | None:
 
 
 def drift_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
-    """From one heavy memory, through its neighbours, to unrelated territory: a thread only when
-    the LLM finds a real connection that the material supports."""
+    """Per scope with memories today: from its heaviest recent memory, through its neighbours, to
+    unrelated territory the scope may see; a thread, in that scope, only when the LLM finds a real
+    connection that the material supports."""
     outcome = LayerOutcome()
-    seed = _drift_seed(day)
+    outcome.detail = {"scopes": {}, "seeds": []}
+    scopes = _scopes_with_material(day)
+    for scope in scopes:
+        lease_heartbeat()
+        try:
+            report = _drift_scope(day=day, scope=scope, config=config, outcome=outcome)
+        except LLMUnavailable as exc:
+            report = {"status": "failed", "reason": str(exc)}
+            outcome.rejected.append(f"scope {scope.pk}: {exc}")
+        outcome.detail["scopes"][str(scope.pk)] = report
+    reports = list(outcome.detail["scopes"].values())
+    asked = [r for r in reports if r["status"] != "skipped"]
+    if not asked:
+        outcome.status = "skipped"
+        outcome.detail["reason"] = (
+            "no memory to drift from" if not scopes else "no unrelated territory to drift to"
+        )
+    elif all(r["status"] == "failed" for r in asked):
+        outcome.status = "failed"
+    elif any(r["status"] == "failed" for r in asked):
+        outcome.status = "partial"
+    return outcome
+
+
+def _drift_scope(*, day: date, scope: Scope, config: LLMConfig, outcome: LayerOutcome) -> dict:
+    seed = _drift_seed(day, scope_id=scope.pk)
     if seed is None:
-        outcome.status = "skipped"
-        outcome.detail = {"reason": "no memory to drift from"}
-        return outcome
+        return {"status": "skipped", "reason": "no memory to drift from"}
     material, path = _drift_material(seed)
-    outcome.detail = {"seed": seed.pk, "path": path}
+    report: dict = {"status": "ok", "seed": seed.pk, "path": path}
     if not path["far"]:
-        outcome.status = "skipped"
-        outcome.detail["reason"] = "no unrelated territory to drift to"
-        return outcome
+        return report | {"status": "skipped", "reason": "no unrelated territory to drift to"}
+    outcome.detail["seeds"].append(seed.pk)
     data = _ask("drift", material, config=config, outcome=outcome)
     try:
         plan = drift_validate(data, path=path)
     except AnswerInvalid as exc:
-        outcome.status = "failed"
-        outcome.rejected.append(str(exc))
-        return outcome
-    outcome.detail["connection"] = plan is not None
+        outcome.rejected.append(f"scope {scope.pk}: {exc}")
+        return report | {"status": "failed", "reason": str(exc)}
+    report["connection"] = plan is not None
     if plan is None:
-        return outcome
-    outcome.detail["insight"] = plan["insight"]
+        return report
+    report["insight"] = plan["insight"]
     if plan["thread"] and not _thread_exists(
         scope_id=seed.scope_id, content=plan["thread"]["content"]
     ):
@@ -843,7 +920,7 @@ def drift_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
             **plan["thread"],
         )
         outcome.wrote("threads", thread.pk)
-    return outcome
+    return report
 
 
 # --- symbolic dream ---------------------------------------------------------------------------
@@ -871,24 +948,44 @@ def dream_validate(data: dict, *, today: set[int], scope_id: int) -> NarrativeIn
 
 
 def dream_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
-    """3–5 symbols from today's memories of one scope, woven into one dream narrative."""
+    """Per scope with memories today: 3–5 symbols from that scope's day, woven into one dream
+    narrative written in that scope (once a day per scope)."""
     outcome = LayerOutcome()
-    today = list(_day_narratives(day)[: settings.TIDELINE_DREAM_COMBING_MAX_MEMORIES])
-    if not today:
+    outcome.detail = {"scopes": {}}
+    scopes = _scopes_with_material(day)
+    if not scopes:
         outcome.status = "skipped"
-        outcome.detail = {"reason": "no memories today to dream about"}
+        outcome.detail["reason"] = "no memories today to dream about"
         return outcome
-    # One scope's day per dream, so a dream never carries one project's memories into another.
-    counts: dict[int, int] = {}
-    for narrative in today:
-        counts[narrative.scope_id] = counts.get(narrative.scope_id, 0) + 1
-    scope_id = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[0][0]
-    if Narrative.objects.filter(scope_id=scope_id, ntype=DREAM_TAG, recorded_at__date=day).exists():
+    for scope in scopes:
+        lease_heartbeat()
+        try:
+            report = _dream_scope(day=day, scope=scope, config=config, outcome=outcome)
+        except LLMUnavailable as exc:
+            report = {"status": "failed", "reason": str(exc)}
+            outcome.rejected.append(f"scope {scope.pk}: {exc}")
+        outcome.detail["scopes"][str(scope.pk)] = report
+    reports = list(outcome.detail["scopes"].values())
+    asked = [r for r in reports if r["status"] != "skipped"]
+    if not asked:
         outcome.status = "skipped"
-        outcome.detail = {"reason": "already dreamt today"}
-        return outcome
-    material_rows = [n for n in today if n.scope_id == scope_id]
-    outcome.detail = {"scope_id": scope_id, "memories": len(material_rows)}
+        outcome.detail["reason"] = reports[0].get("reason", "nothing to dream about")
+    elif all(r["status"] == "failed" for r in asked):
+        outcome.status = "failed"
+    elif any(r["status"] == "failed" for r in asked):
+        outcome.status = "partial"
+    return outcome
+
+
+def _dream_scope(*, day: date, scope: Scope, config: LLMConfig, outcome: LayerOutcome) -> dict:
+    if Narrative.objects.filter(scope_id=scope.pk, ntype=DREAM_TAG, recorded_at__date=day).exists():
+        return {"status": "skipped", "reason": "already dreamt today"}
+    material_rows = list(
+        _day_narratives(day).filter(scope_id=scope.pk)[
+            : settings.TIDELINE_DREAM_COMBING_MAX_MEMORIES
+        ]
+    )
+    report: dict = {"status": "ok", "memories": len(material_rows)}
     data = _ask(
         "dream",
         {"day": day.isoformat(), "today": [_narrative_material(n) for n in material_rows]},
@@ -896,11 +993,12 @@ def dream_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
         outcome=outcome,
     )
     try:
-        data_in = dream_validate(data, today={n.pk for n in material_rows}, scope_id=scope_id)
+        data_in = dream_validate(data, today={n.pk for n in material_rows}, scope_id=scope.pk)
     except AnswerInvalid as exc:
-        outcome.status = "failed"
-        outcome.rejected.append(str(exc))
-        return outcome
-    dream = narrative_write(data=data_in, actor=Actor.LLM, reason=f"DREAM symbolic dream {day}")
+        outcome.rejected.append(f"scope {scope.pk}: {exc}")
+        return report | {"status": "failed", "reason": str(exc)}
+    dream = narrative_write(
+        data=data_in, actor=Actor.LLM, reason=f"DREAM symbolic dream {day} · {scope.label}"
+    )
     outcome.wrote("gate_rejected" if dream.status == MemoryStatus.REJECTED else "dreams", dream.pk)
-    return outcome
+    return report

@@ -10,15 +10,20 @@ from django.utils import timezone
 
 
 class TopicCluster(models.Model):
-    """One surviving keyword (jieba noun/verb/adjective or English token) and the narratives that use
-    it; with the optional Jaccard merge, several keywords whose member sets overlap."""
+    """One surviving keyword (jieba noun/verb/adjective or English token) of one scope and that
+    scope's narratives that use it; with the optional Jaccard merge, several keywords whose member
+    sets overlap. Terms, counts and members come from that scope alone."""
 
-    term = models.CharField(max_length=100, unique=True)
+    scope = models.ForeignKey("memory.Scope", on_delete=models.CASCADE, related_name="+")
+    term = models.CharField(max_length=100)
     terms = models.JSONField(default=list, blank=True)
     size = models.PositiveIntegerField(default=0)
     built_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "term"], name="topic_cluster_scope_term")
+        ]
         ordering = ["-size", "term"]
 
     def __str__(self) -> str:
@@ -58,10 +63,12 @@ class NarrativeKeywords(models.Model):
 
 
 class EmbeddingCluster(models.Model):
-    """One k-means centroid in embedding space. Members are soft: each narrative sits in its three
-    nearest centroids, so a memory between topics is visible from each of them."""
+    """One k-means centroid in embedding space, computed over one scope's narratives. Members are
+    soft: each narrative sits in its three nearest centroids of its scope, so a memory between
+    topics is visible from each of them. The name quotes only that scope's non-secret members."""
 
-    index = models.PositiveIntegerField(unique=True)
+    scope = models.ForeignKey("memory.Scope", on_delete=models.CASCADE, related_name="+")
+    index = models.PositiveIntegerField()
     name = models.CharField(max_length=300)
     size = models.PositiveIntegerField(default=0)
     centroid = models.BinaryField()
@@ -69,7 +76,10 @@ class EmbeddingCluster(models.Model):
     built_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["index"]
+        constraints = [
+            models.UniqueConstraint(fields=["scope", "index"], name="emb_cluster_scope_index")
+        ]
+        ordering = ["scope_id", "index"]
 
     def __str__(self) -> str:
         return f"#{self.index} {self.name}"
@@ -169,11 +179,13 @@ LAYER_ORDER = (DreamLayer.SCAN, DreamLayer.SCRIPT, *LLM_LAYERS)
 
 class DreamRunStatus(models.TextChoices):
     RUNNING = "running", "running"
+    # Not started: another run held the lease. The error says who held it.
+    SKIPPED = "skipped", "skipped (another run held the lease)"
     OK = "ok", "ok"
     # The deterministic layers ran; at least one LLM layer failed and wrote nothing.
     PARTIAL = "partial", "partial (an LLM layer failed)"
     FAILED = "failed", "failed"
-    # Found still running after its lease was gone: the process died mid-run.
+    # Its holder died (or lost the lease) before finishing; the next run resumes what it left.
     INTERRUPTED = "interrupted", "interrupted"
 
 
@@ -203,13 +215,22 @@ class DreamRun(models.Model):
 
 
 class DreamLease(models.Model):
-    """A database lease: whoever holds the row until `expires_at` is the one DREAM running, however
-    many beat instances or manual triggers fire at once."""
+    """A database lease: whoever holds the row is the one DREAM running, however many beat
+    instances or manual triggers fire at once. The holder renews `expires_at` as it goes (a
+    heartbeat); a holder whose heartbeat ran out, or whose process is gone from this host, is dead
+    and its lease is taken over at once."""
 
     name = models.CharField(max_length=40, unique=True)
     holder = models.CharField(max_length=64, blank=True)
+    host = models.CharField(max_length=255, blank=True)
+    pid = models.PositiveIntegerField(null=True, blank=True)
+    # The holder process's start time as the kernel counts it, so a reused pid is not taken alive.
+    process_started = models.CharField(max_length=40, blank=True)
+    run_id = models.PositiveIntegerField(null=True, blank=True)
     acquired_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField()
 
     def __str__(self) -> str:
-        return f"{self.name} held by {self.holder or 'nobody'} until {self.expires_at}"
+        who = f"{self.host} pid {self.pid}" if self.pid else (self.holder or "nobody")
+        return f"{self.name} held by {who} until {self.expires_at}"

@@ -8,46 +8,32 @@ derived memories are never written twice.
 """
 
 import logging
-import uuid
 from collections.abc import Callable
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 
-from django.conf import settings
-from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from dream import llm_layers
-from dream.models import LAYER_ORDER, LLM_LAYERS, DreamLayer, DreamLease, DreamRun, DreamRunStatus
+from dream.lease import (
+    LeaseLost,
+    holder_here,
+    lease_acquire,
+    lease_attach_run,
+    lease_describe,
+    lease_heartbeat,
+    lease_kept,
+    lease_release,
+    lease_takeover_record,
+)
+from dream.models import LAYER_ORDER, LLM_LAYERS, DreamLayer, DreamRun, DreamRunStatus
 from dream.scanner import chunks_find, scan_run
 from dream.script_layer import script_layer_run
+from memory.models import Actor
+from memory.services.audit import audit_context
 from memory.services.errors import InvalidInput
 from memory.services.llm import LLMUnavailable, llm_config_load
 
 logger = logging.getLogger("tideline.dream")
-
-LEASE_NAME = "dream"
-_EPOCH = datetime(2000, 1, 1, tzinfo=timezone.get_fixed_timezone(0))
-
-
-def lease_acquire(*, holder: str, seconds: int, name: str = LEASE_NAME) -> bool:
-    """Take the lease if nobody holds it (or the holder's time ran out). One conditional UPDATE, so
-    of two concurrent callers exactly one wins."""
-    try:
-        with transaction.atomic():
-            DreamLease.objects.get_or_create(name=name, defaults={"expires_at": _EPOCH})
-    except IntegrityError:
-        pass
-    now = timezone.now()
-    with transaction.atomic():
-        taken = DreamLease.objects.filter(name=name, expires_at__lte=now).update(
-            holder=holder, acquired_at=now, expires_at=now + timedelta(seconds=seconds)
-        )
-    return taken == 1
-
-
-def lease_release(*, holder: str, name: str = LEASE_NAME) -> None:
-    with transaction.atomic():
-        DreamLease.objects.filter(name=name, holder=holder).update(expires_at=_EPOCH)
 
 
 def _layers_for(layer: str) -> list[str]:
@@ -119,6 +105,36 @@ def _run_layer(name: str, *, run: DreamRun, day: date, config, since, force: boo
     return outcome.as_stats()
 
 
+def _run_skipped(*, layer: str, day: date, trigger: str) -> DreamRun:
+    """A trigger that found the lease held leaves a visible record of why nothing ran."""
+    reason = lease_describe()
+    logger.warning("DREAM %s not started: %s", layer, reason)
+    now = timezone.now()
+    return DreamRun.objects.create(
+        layer=layer,
+        day=day,
+        trigger=trigger[:16],
+        status=DreamRunStatus.SKIPPED,
+        started_at=now,
+        finished_at=now,
+        error=f"not started: {reason}",
+    )
+
+
+def _interrupted_mark(*, now: datetime) -> None:
+    """Whatever still says "running" has no lease any more: its process died or lost the lease."""
+    DreamRun.objects.filter(status=DreamRunStatus.RUNNING).update(
+        status=DreamRunStatus.INTERRUPTED,
+        finished_at=now,
+        error="the run stopped before finishing (its process ended or its lease ran out); "
+        "the next run resumes what it left",
+    )
+
+
+def _layer_actor(name: str) -> str:
+    return Actor.LLM if name in LLM_LAYERS else Actor.SYSTEM
+
+
 def dream_run(
     *,
     layer: str = DreamLayer.ALL,
@@ -127,23 +143,20 @@ def dream_run(
     since: datetime | None = None,
     force: bool = False,
     on_layer: Callable[[str, dict], None] | None = None,
-) -> DreamRun | None:
-    """Run DREAM (one layer or all of them, in order). Returns the DreamRun, or None when another
-    run holds the lease (nothing is written then). `on_layer(name, result)` reports progress."""
+) -> DreamRun:
+    """Run DREAM (one layer or all of them, in order) and return its DreamRun. When another run
+    holds the lease nothing runs: the returned run is `skipped` and its error says who held it.
+    `on_layer(name, result)` reports progress. Every audit row a layer writes carries the request
+    id `dream-run-<id>`."""
     layers = _layers_for(layer)
     day = day or timezone.localdate()
-    holder = uuid.uuid4().hex
-    if not lease_acquire(holder=holder, seconds=settings.TIDELINE_DREAM_LEASE_SECONDS):
-        logger.info("DREAM %s not started: another run holds the lease", layer)
-        return None
+    holder = holder_here()
+    grant = lease_acquire(holder=holder)
+    if grant is None:
+        return _run_skipped(layer=layer, day=day, trigger=trigger)
     try:
         now = timezone.now()
-        # Whatever still says "running" lost its lease: its process died.
-        DreamRun.objects.filter(status=DreamRunStatus.RUNNING).update(
-            status=DreamRunStatus.INTERRUPTED,
-            finished_at=now,
-            error="the run stopped before finishing (process ended or lease expired)",
-        )
+        _interrupted_mark(now=now)
         run = DreamRun.objects.create(
             layer=layer,
             day=day,
@@ -151,41 +164,62 @@ def dream_run(
             stats={"layers": {}, "order": layers},
             started_at=now,
         )
-        config = llm_config_load() if any(name in LLM_LAYERS for name in layers) else None
-        errors = []
-        for name in layers:
+        lease_attach_run(holder=holder, run_id=run.pk)
+        with audit_context(actor=Actor.SYSTEM, request_id=f"dream-run-{run.pk}"):
+            lease_takeover_record(grant=grant, holder=holder)
+        with lease_kept(holder):
             try:
-                result = _run_layer(name, run=run, day=day, config=config, since=since, force=force)
-            except LLMUnavailable as exc:
-                result = {"status": "failed", "reason": str(exc)}
-            except Exception as exc:
-                # One layer's bug must not cost the others their run; it is recorded, not hidden.
-                logger.exception("DREAM layer %s failed", name)
-                result = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:500]}
-            if result["status"] in {"failed", "partial"}:
-                reasons = result.get("reason") or "; ".join(result.get("rejected", []))
-                errors.append(f"{name}: {reasons}"[:1000])
-            run.stats["layers"][name] = result
-            run.tokens += int(result.get("tokens", 0))
-            DreamRun.objects.filter(pk=run.pk).update(stats=run.stats, tokens=run.tokens)
-            if on_layer is not None:
-                on_layer(name, result)
-        failed = [
-            name
-            for name, res in run.stats["layers"].items()
-            if res["status"] in {"failed", "partial"}
-        ]
-        deterministic_failed = any(name not in LLM_LAYERS for name in failed)
-        run.status = (
-            DreamRunStatus.FAILED
-            if deterministic_failed
-            else DreamRunStatus.PARTIAL
-            if failed
-            else DreamRunStatus.OK
-        )
-        run.error = "\n".join(errors)
-        run.finished_at = timezone.now()
-        run.save(update_fields=["status", "error", "finished_at", "stats", "tokens"])
+                _layers_run(
+                    run, layers=layers, day=day, since=since, force=force, on_layer=on_layer
+                )
+            except LeaseLost as exc:
+                run.status = DreamRunStatus.INTERRUPTED
+                run.error = f"{exc}; another run took over"
+                run.finished_at = timezone.now()
+                run.save(update_fields=["status", "error", "finished_at", "stats", "tokens"])
+                return run
         return run
     finally:
         lease_release(holder=holder)
+
+
+def _layers_run(
+    run: DreamRun, *, layers: list[str], day: date, since, force: bool, on_layer
+) -> None:
+    config = llm_config_load() if any(name in LLM_LAYERS for name in layers) else None
+    errors = []
+    for name in layers:
+        lease_heartbeat()
+        try:
+            with audit_context(actor=_layer_actor(name), request_id=f"dream-run-{run.pk}"):
+                result = _run_layer(name, run=run, day=day, config=config, since=since, force=force)
+        except LeaseLost:
+            raise
+        except LLMUnavailable as exc:
+            result = {"status": "failed", "reason": str(exc)}
+        except Exception as exc:
+            # One layer's bug must not cost the others their run; it is recorded, not hidden.
+            logger.exception("DREAM layer %s failed", name)
+            result = {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"[:500]}
+        if result["status"] in {"failed", "partial"}:
+            reasons = result.get("reason") or "; ".join(result.get("rejected", []))
+            errors.append(f"{name}: {reasons}"[:1000])
+        run.stats["layers"][name] = result
+        run.tokens += int(result.get("tokens", 0))
+        DreamRun.objects.filter(pk=run.pk).update(stats=run.stats, tokens=run.tokens)
+        if on_layer is not None:
+            on_layer(name, result)
+    failed = [
+        name for name, res in run.stats["layers"].items() if res["status"] in {"failed", "partial"}
+    ]
+    deterministic_failed = any(name not in LLM_LAYERS for name in failed)
+    run.status = (
+        DreamRunStatus.FAILED
+        if deterministic_failed
+        else DreamRunStatus.PARTIAL
+        if failed
+        else DreamRunStatus.OK
+    )
+    run.error = "\n".join(errors)
+    run.finished_at = timezone.now()
+    run.save(update_fields=["status", "error", "finished_at", "stats", "tokens"])

@@ -1,12 +1,12 @@
 """Layer 0 (no LLM): what the day left unindexed.
 
 - Track A: narratives without source links (no Evidence back to the raw turns);
-- Track B: context turns that no memory cites yet, after each scope's newest narrative without
-  source links, grouped per session into chunks where consecutive turns are at most 10 minutes
-  apart; chunks shorter than 3 turns wait for more context. A narrative with source links covers
-  exactly the turns it cites, so it does not move the cut-off (otherwise a chunk whose
-  solidification failed would fall behind the chunk solidified before it and never be offered
-  again). Subagent sessions are not the owner's and are left out;
+- Track B: every context turn that no narrative's evidence covers yet, grouped per session into
+  chunks where consecutive turns are at most 10 minutes apart; chunks shorter than 3 turns wait for
+  more context. Coverage is per turn, never a cut-off in time: a narrative written later (by an
+  agent, or by an earlier solidification) covers exactly the turns it cites, so it never hides
+  older conversation that nobody consolidated. Subagent sessions are not the owner's and are left
+  out;
 - Tracks C/D: narratives and turns still waiting for an embedding (pending or failed).
 
 The markdown report is what the owner reads and what solidification works from; the JSON carries
@@ -17,7 +17,6 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Max
 from django.utils import timezone
 
 from memory.models import (
@@ -65,55 +64,40 @@ def turns_chunk(
 
 
 def _unindexed_turns(*, since: datetime | None):
-    """Turns no memory cites, after their scope's newest unlinked narrative (or after `since`)."""
+    """Owner turns no narrative's evidence covers yet, whenever they happened and whatever was
+    written after them (or only those at or after `since`)."""
     cited = Evidence.objects.values("turn_id")
-    base = (
+    found = (
         ContextTurn.objects.exclude(pk__in=cited)
         .filter(session__origin=SessionOrigin.USER, session__delegation_depth=0)
         .order_by("session_id", "occurred_at", "seq")
     )
     if since is not None:
-        return base.filter(occurred_at__gte=since)
-    newest = dict(
-        Narrative.objects.filter(status__in=SCANNED_STATUSES)
-        .exclude(pk__in=Evidence.objects.values("memory_id"))
-        .values("scope_id")
-        .annotate(newest=Max("recorded_at"))
-        .values_list("scope_id", "newest")
-    )
-    parts = []
-    for scope_id in base.order_by().values_list("scope_id", flat=True).distinct():
-        cutoff = newest.get(scope_id)
-        scoped = base.filter(scope_id=scope_id)
-        if cutoff is not None:
-            # Imported sessions arrive late with old times: what matters is either clock.
-            scoped = scoped.filter(occurred_at__gt=cutoff) | scoped.filter(recorded_at__gt=cutoff)
-        parts.append(scoped)
-    return parts
+        found = found.filter(occurred_at__gte=since)
+    return found
 
 
 def chunks_find(*, since: datetime | None = None) -> list[Chunk]:
-    found = _unindexed_turns(since=since)
-    querysets = [found] if since is not None else found
-    by_session: dict[int, list[tuple[int, datetime, int]]] = {}
-    for queryset in querysets:
-        for pk, session_id, scope_id, occurred_at in queryset.values_list(
-            "pk", "session_id", "scope_id", "occurred_at"
-        ):
-            by_session.setdefault(session_id, []).append((pk, occurred_at, scope_id))
+    # Per session and scope: a session that moved to another repository continues there, and a
+    # chunk (so a solidify prompt) never spans two scopes.
+    by_part: dict[tuple[int, int], list[tuple[int, datetime]]] = {}
+    for pk, session_id, scope_id, occurred_at in _unindexed_turns(since=since).values_list(
+        "pk", "session_id", "scope_id", "occurred_at"
+    ):
+        by_part.setdefault((session_id, scope_id), []).append((pk, occurred_at))
     chunks = []
-    for session_id, rows in sorted(by_session.items()):
+    for (session_id, scope_id), rows in sorted(by_part.items()):
         rows.sort(key=lambda row: (row[1], row[0]))
-        times = {pk: occurred_at for pk, occurred_at, _ in rows}
+        times = dict(rows)
         for run in turns_chunk(
-            [(pk, occurred_at) for pk, occurred_at, _ in rows],
+            rows,
             gap_minutes=settings.TIDELINE_DREAM_CHUNK_GAP_MINUTES,
             min_turns=settings.TIDELINE_DREAM_CHUNK_MIN_TURNS,
         ):
             chunks.append(
                 Chunk(
                     session_id=session_id,
-                    scope_id=rows[0][2],
+                    scope_id=scope_id,
                     turn_ids=run,
                     started_at=times[run[0]],
                     ended_at=times[run[-1]],

@@ -1,12 +1,17 @@
 """The deterministic script layer (DESIGN §6): zero tokens, safe to run at any time, idempotent.
 
+Everything is computed per scope: a cluster, its name, its counts and its neighbours come from one
+scope's memories, so no derived row carries one project's text or numbers into another; names and
+entity names are never made from secret memories.
+
 - topic clusters: jieba POS keywords (nouns, verbs, adjectives) plus English tokens, filtered by
   document frequency (generic terms in > 20% of memories and rare ones in < 3 go), one cluster per
   surviving term; an optional Jaccard merge for large stores;
 - soft clusters: k-means in embedding space, each narrative in its 3 nearest centroids, adjacency =
   narratives two clusters share, query routing = top 3 clusters + 1-hop neighbours;
 - the entity graph from `entities_role` ("A=判断+执行; B=审查");
-- recurrence refresh from current tag frequencies, then the write path's weight normalisation;
+- recurrence refresh from the scope's current tag frequencies, then the write path's weight
+  normalisation applied per scope;
 - attention statistics (which clusters recall lights up, which are deserts).
 
 Each rebuild is one transaction with one audit row, and writes nothing when the result equals what
@@ -25,6 +30,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from dream.lease import lease_heartbeat
 from dream.models import (
     EmbeddingCluster,
     EmbeddingClusterAdjacency,
@@ -47,8 +53,13 @@ from memory.models import (
 )
 from memory.services.audit import audit_record
 from memory.services.embedding import vector_from_bytes, vectors_normalise
-from memory.services.narratives import LIVE_STATUSES, narratives_normalise_inflation
-from memory.services.weights import NO_TAGS_RECURRENCE, recurrence_band, weight_compute
+from memory.services.narratives import LIVE_STATUSES
+from memory.services.weights import (
+    NO_TAGS_RECURRENCE,
+    inflation_scale,
+    recurrence_band,
+    weight_compute,
+)
 
 logger = logging.getLogger("tideline.dream")
 
@@ -275,17 +286,17 @@ def _live_narratives():
     return Narrative.objects.filter(status=MemoryStatus.ACTIVE).order_by("pk")
 
 
-def topic_clusters_compute(*, merge: bool | None = None, store: bool = True) -> dict[str, dict]:
-    """{cluster term: {"terms": [...], "members": sorted narrative ids}} for the active narratives."""
-    merge = settings.TIDELINE_DREAM_TOPIC_MERGE if merge is None else merge
-    rows = list(_live_narratives().values_list("pk", "search_text"))
-    documents = keywords_for(rows, store=store)
+def _readable_narratives():
+    """What derived text (topic terms, entity names) may be made from: never a secret memory."""
+    return _live_narratives().filter(secret=False)
+
+
+def _scope_topics(ids: list[int], documents: list[set[str]], *, merge: bool) -> dict[str, dict]:
     kept = terms_filter(
         documents,
         min_df=settings.TIDELINE_DREAM_TOPIC_MIN_DF,
         max_ratio=settings.TIDELINE_DREAM_TOPIC_MAX_RATIO,
     )
-    ids = [pk for pk, _ in rows]
     if not merge:
         return {
             term: {"terms": [term], "members": sorted(ids[p] for p in positions)}
@@ -300,20 +311,44 @@ def topic_clusters_compute(*, merge: bool | None = None, store: bool = True) -> 
     return result
 
 
+def topic_clusters_compute(
+    *, merge: bool | None = None, store: bool = True
+) -> dict[tuple[int, str], dict]:
+    """{(scope id, cluster term): {"terms": [...], "members": sorted narrative ids}}: each scope's
+    active non-secret narratives clustered on their own, so a term, its count and its members all
+    come from that one scope (the document-frequency filter counts within the scope too)."""
+    merge = settings.TIDELINE_DREAM_TOPIC_MERGE if merge is None else merge
+    rows = list(_readable_narratives().values_list("pk", "scope_id", "search_text"))
+    documents = keywords_for([(pk, text) for pk, _, text in rows], store=store)
+    by_scope: dict[int, tuple[list[int], list[set[str]]]] = defaultdict(lambda: ([], []))
+    for (pk, scope_id, _), words in zip(rows, documents, strict=True):
+        by_scope[scope_id][0].append(pk)
+        by_scope[scope_id][1].append(words)
+    result: dict[tuple[int, str], dict] = {}
+    for scope_id, (ids, scope_documents) in sorted(by_scope.items()):
+        lease_heartbeat()
+        for term, entry in _scope_topics(ids, scope_documents, merge=merge).items():
+            result[(scope_id, term)] = entry
+    return result
+
+
 def topic_clusters_rebuild(*, dry_run: bool = False, merge: bool | None = None) -> dict:
-    """Recompute topic clusters and store what changed (one transaction, one audit row)."""
+    """Recompute every scope's topic clusters and store what changed (one transaction, one audit
+    row)."""
     wanted = topic_clusters_compute(merge=merge, store=not dry_run)
-    stored = {
-        cluster.term: {"terms": cluster.terms, "members": []}
-        for cluster in TopicCluster.objects.all()
-    }
-    for term, narrative_id in TopicClusterMember.objects.order_by("narrative_id").values_list(
-        "cluster__term", "narrative_id"
-    ):
-        stored[term]["members"].append(narrative_id)
+    stored: dict[tuple[int, str], dict] = {}
+    pk_of: dict[tuple[int, str], int] = {}
+    for cluster in TopicCluster.objects.all():
+        stored[(cluster.scope_id, cluster.term)] = {"terms": cluster.terms, "members": []}
+        pk_of[(cluster.scope_id, cluster.term)] = cluster.pk
+    for scope_id, term, narrative_id in TopicClusterMember.objects.order_by(
+        "narrative_id"
+    ).values_list("cluster__scope_id", "cluster__term", "narrative_id"):
+        stored[(scope_id, term)]["members"].append(narrative_id)
     removed = sorted(set(stored) - set(wanted))
-    changed = sorted(term for term in wanted if stored.get(term) != wanted[term])
+    changed = sorted(key for key in wanted if stored.get(key) != wanted[key])
     stats = {
+        "scopes": len({scope_id for scope_id, _ in wanted}),
         "clusters": len(wanted),
         "members": sum(len(entry["members"]) for entry in wanted.values()),
         "added_or_changed": len(changed),
@@ -324,27 +359,31 @@ def topic_clusters_rebuild(*, dry_run: bool = False, merge: bool | None = None) 
     now = timezone.now()
     with transaction.atomic():
         # Derived rows, rebuilt from the memories at will: replacing them loses nothing.
-        TopicCluster.objects.filter(term__in=removed + changed).delete()
+        TopicCluster.objects.filter(
+            pk__in=[pk_of[key] for key in removed + changed if key in pk_of]
+        ).delete()
         created = TopicCluster.objects.bulk_create(
             [
                 TopicCluster(
+                    scope_id=scope_id,
                     term=term,
-                    terms=wanted[term]["terms"],
-                    size=len(wanted[term]["members"]),
+                    terms=wanted[(scope_id, term)]["terms"],
+                    size=len(wanted[(scope_id, term)]["members"]),
                     built_at=now,
                 )
-                for term in changed
+                for scope_id, term in changed
             ]
         )
         if created and created[0].pk is None:
-            created = list(TopicCluster.objects.filter(term__in=changed))
+            fresh = {(c.scope_id, c.term): c for c in TopicCluster.objects.filter(built_at=now)}
+            created = [fresh[key] for key in changed]
         _rows_insert(
             TopicClusterMember,
             ["cluster_id", "narrative_id"],
             (
                 (cluster.pk, narrative_id)
                 for cluster in created
-                for narrative_id in wanted[cluster.term]["members"]
+                for narrative_id in wanted[(cluster.scope_id, cluster.term)]["members"]
             ),
         )
         audit_record(
@@ -352,7 +391,11 @@ def topic_clusters_rebuild(*, dry_run: bool = False, merge: bool | None = None) 
             action=AuditAction.UPDATE,
             target_type="topiccluster",
             reason=f"topic clusters rebuilt: {len(changed)} added or changed, {len(removed)} removed",
-            after={"changed": changed[:500], "removed": removed[:500], **stats},
+            after={
+                "changed": [f"{scope_id}:{term}" for scope_id, term in changed[:500]],
+                "removed": [f"{scope_id}:{term}" for scope_id, term in removed[:500]],
+                **stats,
+            },
         )
     return stats
 
@@ -409,28 +452,31 @@ def soft_assign(vectors: np.ndarray, *, seed: int = 0) -> tuple[np.ndarray, np.n
     )
 
 
-def _embedded_narratives() -> tuple[list[int], np.ndarray, str]:
-    """Ids and vectors of the active embedded narratives, all from the most used embedding model
-    (vectors of two models never share a space)."""
+def _embedded_narratives() -> tuple[dict[int, tuple[list[int], np.ndarray]], str]:
+    """Per scope, the ids and vectors of its active embedded narratives, all from the store's most
+    used embedding model (vectors of two models never share a space)."""
     ready = _live_narratives().filter(embedding_status=EmbeddingStatus.READY)
     models = Counter(ready.values_list("embedding_model", flat=True))
     if not models:
-        return [], np.zeros((0, 0), dtype=np.float32), ""
+        return {}, ""
     model_id = models.most_common(1)[0][0]
-    ids, vectors = [], []
-    for pk, blob in ready.filter(embedding_model=model_id).values_list("pk", "embedding"):
+    grouped: dict[int, tuple[list[int], list[np.ndarray]]] = defaultdict(lambda: ([], []))
+    for pk, scope_id, blob in ready.filter(embedding_model=model_id).values_list(
+        "pk", "scope_id", "embedding"
+    ):
         if blob:
-            ids.append(pk)
-            vectors.append(vector_from_bytes(bytes(blob)))
-    if not vectors:
-        return [], np.zeros((0, 0), dtype=np.float32), model_id
-    return ids, vectors_normalise(np.vstack(vectors)), model_id
+            grouped[scope_id][0].append(pk)
+            grouped[scope_id][1].append(vector_from_bytes(bytes(blob)))
+    return {
+        scope_id: (ids, vectors_normalise(np.vstack(vectors)))
+        for scope_id, (ids, vectors) in grouped.items()
+    }, model_id
 
 
 def _cluster_names(ids: list[int], nearest: np.ndarray, k: int) -> list[str]:
-    """Each cluster is named after its two highest-weight (non-secret) nearest members."""
-    weights = dict(_live_narratives().filter(secret=False).values_list("pk", "weight"))
-    gestures: dict[int, str] = {}
+    """Each cluster is named after its two highest-weight non-secret nearest members; `ids` are
+    one scope's narratives, so a name never quotes another scope."""
+    weights = dict(_readable_narratives().filter(pk__in=ids).values_list("pk", "weight"))
     best: dict[int, list[tuple[float, int]]] = defaultdict(list)
     for position, pk in enumerate(ids):
         if pk in weights:
@@ -445,79 +491,113 @@ def _cluster_names(ids: list[int], nearest: np.ndarray, k: int) -> list[str]:
     return names
 
 
-def soft_clusters_rebuild(*, dry_run: bool = False) -> dict:
-    """k-means soft clusters over the embedded narratives, with adjacency (one transaction, one
-    audit row; nothing written when membership is unchanged)."""
-    ids, vectors, model_id = _embedded_narratives()
-    if not ids:
-        return {"narratives": 0, "clusters": 0, "changed": False}
+def _soft_scope_plan(ids: list[int], vectors: np.ndarray) -> dict:
     centroids, nearest, distances = soft_assign(vectors)
-    k = len(centroids)
-    wanted = {
-        (ids[row], int(nearest[row, rank]))
-        for row in range(len(ids))
-        for rank in range(nearest.shape[1])
-    }
-    stored = set(EmbeddingClusterMember.objects.values_list("memory_id", "cluster__index"))
-    changed = wanted != stored or EmbeddingCluster.objects.count() != k
-    pairs = Counter()
+    pairs: Counter = Counter()
     for row in nearest:
         members = sorted(int(index) for index in row)
         for i, a in enumerate(members):
             for b in members[i + 1 :]:
                 pairs[(a, b)] += 1
-    sizes = Counter(int(index) for index in nearest.ravel())
-    stats = {
-        "narratives": len(ids),
-        "clusters": k,
-        "memberships": int(nearest.size),
-        "adjacent_pairs": len(pairs),
-        "changed": changed,
+    return {
+        "ids": ids,
+        "centroids": centroids,
+        "nearest": nearest,
+        "distances": distances,
+        "pairs": pairs,
+        "memberships": {
+            (ids[row], int(nearest[row, rank]))
+            for row in range(len(ids))
+            for rank in range(nearest.shape[1])
+        },
     }
-    if dry_run or not changed:
-        return stats
+
+
+def _soft_scope_store(scope_id: int, plan: dict, *, model_id: str, now) -> None:
+    ids, centroids, nearest = plan["ids"], plan["centroids"], plan["nearest"]
+    distances, k = plan["distances"], len(plan["centroids"])
     names = _cluster_names(ids, nearest, k)
+    sizes = Counter(int(index) for index in nearest.ravel())
+    clusters = EmbeddingCluster.objects.bulk_create(
+        [
+            EmbeddingCluster(
+                scope_id=scope_id,
+                index=index,
+                name=names[index],
+                size=sizes.get(index, 0),
+                centroid=centroids[index].tobytes(),
+                embedding_model=model_id,
+                built_at=now,
+            )
+            for index in range(k)
+        ]
+    )
+    if clusters and clusters[0].pk is None:
+        clusters = list(EmbeddingCluster.objects.filter(scope_id=scope_id).order_by("index"))
+    pk_of = {cluster.index: cluster.pk for cluster in clusters}
+    _rows_insert(
+        EmbeddingClusterMember,
+        ["cluster_id", "memory_id", "rank", "distance"],
+        (
+            (pk_of[int(nearest[row, rank])], ids[row], rank + 1, float(distances[row, rank]))
+            for row in range(len(ids))
+            for rank in range(nearest.shape[1])
+        ),
+    )
+    EmbeddingClusterAdjacency.objects.bulk_create(
+        [
+            EmbeddingClusterAdjacency(cluster_a_id=pk_of[a], cluster_b_id=pk_of[b], shared=n)
+            for (a, b), n in sorted(plan["pairs"].items())
+        ],
+        batch_size=2000,
+    )
+
+
+def soft_clusters_rebuild(*, dry_run: bool = False) -> dict:
+    """k-means soft clusters over each scope's embedded narratives, with adjacency inside the
+    scope (one transaction, one audit row; a scope whose membership is unchanged is left as is)."""
+    by_scope, model_id = _embedded_narratives()
+    stored: dict[int, set[tuple[int, int]]] = defaultdict(set)
+    for scope_id, memory_id, index in EmbeddingClusterMember.objects.values_list(
+        "cluster__scope_id", "memory_id", "cluster__index"
+    ):
+        stored[scope_id].add((memory_id, index))
+    stored_k = Counter(EmbeddingCluster.objects.values_list("scope_id", flat=True))
+    plans, changed = {}, []
+    for scope_id, (ids, vectors) in sorted(by_scope.items()):
+        lease_heartbeat()
+        plan = _soft_scope_plan(ids, vectors)
+        plans[scope_id] = plan
+        if plan["memberships"] != stored.get(scope_id, set()) or stored_k.get(scope_id) != len(
+            plan["centroids"]
+        ):
+            changed.append(scope_id)
+    gone = sorted(set(stored_k) - set(by_scope))
+    stats = {
+        "scopes": len(plans),
+        "narratives": sum(len(plan["ids"]) for plan in plans.values()),
+        "clusters": sum(len(plan["centroids"]) for plan in plans.values()),
+        "memberships": sum(int(plan["nearest"].size) for plan in plans.values()),
+        "adjacent_pairs": sum(len(plan["pairs"]) for plan in plans.values()),
+        "changed": bool(changed or gone),
+        "scopes_rebuilt": len(changed),
+    }
+    if dry_run or not (changed or gone):
+        return stats
     now = timezone.now()
     with transaction.atomic():
-        EmbeddingCluster.objects.all().delete()
-        clusters = EmbeddingCluster.objects.bulk_create(
-            [
-                EmbeddingCluster(
-                    index=index,
-                    name=names[index],
-                    size=sizes.get(index, 0),
-                    centroid=centroids[index].tobytes(),
-                    embedding_model=model_id,
-                    built_at=now,
-                )
-                for index in range(k)
-            ]
-        )
-        if clusters and clusters[0].pk is None:
-            clusters = list(EmbeddingCluster.objects.order_by("index"))
-        pk_of = {cluster.index: cluster.pk for cluster in clusters}
-        _rows_insert(
-            EmbeddingClusterMember,
-            ["cluster_id", "memory_id", "rank", "distance"],
-            (
-                (pk_of[int(nearest[row, rank])], ids[row], rank + 1, float(distances[row, rank]))
-                for row in range(len(ids))
-                for rank in range(nearest.shape[1])
-            ),
-        )
-        EmbeddingClusterAdjacency.objects.bulk_create(
-            [
-                EmbeddingClusterAdjacency(cluster_a_id=pk_of[a], cluster_b_id=pk_of[b], shared=n)
-                for (a, b), n in sorted(pairs.items())
-            ],
-            batch_size=2000,
-        )
+        EmbeddingCluster.objects.filter(scope_id__in=changed + gone).delete()
+        for scope_id in changed:
+            _soft_scope_store(scope_id, plans[scope_id], model_id=model_id, now=now)
         audit_record(
             actor=Actor.SYSTEM,
             action=AuditAction.UPDATE,
             target_type="embeddingcluster",
-            reason=f"soft clusters rebuilt: {k} clusters over {len(ids)} narratives",
-            after=stats,
+            reason=(
+                f"soft clusters rebuilt in {len(changed)} scope(s), cleared in {len(gone)}: "
+                f"{stats['clusters']} clusters over {stats['narratives']} narratives"
+            ),
+            after=stats | {"rebuilt": changed, "cleared": gone},
         )
     return stats
 
@@ -543,7 +623,7 @@ def entity_graph_compute() -> tuple[dict, dict]:
     """({(scope, name): {"mentions", "roles"}}, {(scope, a, b): {"cooccurrence", "role_pairs"}})."""
     nodes: dict[tuple[int, str], dict] = {}
     edges: dict[tuple[int, str, str], dict] = {}
-    rows = _live_narratives().exclude(entities_role="").values_list("scope_id", "entities_role")
+    rows = _readable_narratives().exclude(entities_role="").values_list("scope_id", "entities_role")
     for scope_id, text in rows:
         parsed = sorted(entities_role_parse(text))
         for name, roles in parsed:
@@ -635,36 +715,67 @@ def entity_graph_rebuild(*, dry_run: bool = False) -> dict:
 
 
 def recurrence_compute() -> dict[int, int]:
-    """Narrative id → recurrence band from current tag frequencies, with the write path's bands
-    (number of other live narratives sharing at least one tag; no tags → 3)."""
-    live = list(Narrative.objects.filter(status__in=LIVE_STATUSES).values_list("pk", flat=True))
+    """Narrative id → recurrence band from current tag frequencies within its own scope, with the
+    write path's bands (number of other live narratives of the scope sharing at least one tag; no
+    tags → 3): another project's tags never raise this one's weights."""
+    scope_of = dict(
+        Narrative.objects.filter(status__in=LIVE_STATUSES).values_list("pk", "scope_id")
+    )
     tags_of: dict[int, list[str]] = defaultdict(list)
-    holders: dict[str, set[int]] = defaultdict(set)
+    holders: dict[tuple[int, str], set[int]] = defaultdict(set)
     for narrative_id, tag in NarrativeTag.objects.filter(
         narrative__status__in=LIVE_STATUSES
     ).values_list("narrative_id", "tag"):
         tags_of[narrative_id].append(tag)
-        holders[tag].add(narrative_id)
+        holders[(scope_of[narrative_id], tag)].add(narrative_id)
     saturated = recurrence_band(10**6)
     result = {}
-    for narrative_id in live:
+    for narrative_id, scope_id in scope_of.items():
         tags = tags_of.get(narrative_id)
         if not tags:
             result[narrative_id] = NO_TAGS_RECURRENCE
             continue
+        groups = [holders[(scope_id, tag)] for tag in tags]
         # Past 11 sharers the band is at its top: no need to build the whole union.
-        if max(len(holders[tag]) for tag in tags) > 11:
+        if max(len(group) for group in groups) > 11:
             result[narrative_id] = saturated
             continue
-        sharing = set().union(*(holders[tag] for tag in tags))
+        sharing = set().union(*groups)
         sharing.discard(narrative_id)
         result[narrative_id] = recurrence_band(len(sharing))
     return result
 
 
+def weights_normalise_per_scope() -> dict[int, float]:
+    """The write path's anti-inflation rule applied to each scope's newest weighted narratives, so
+    one project's heavy day never scales down another's weights. {narrative id: new weight}."""
+    changed: dict[int, float] = {}
+    now = timezone.now()
+    live = Narrative.objects.filter(status__in=LIVE_STATUSES, weighted=True)
+    for scope_id in sorted(set(live.values_list("scope_id", flat=True))):
+        window = list(
+            live.filter(scope_id=scope_id)
+            .order_by("-recorded_at", "-pk")
+            .values_list("pk", "weight")[: settings.TIDELINE_WEIGHT_INFLATION_WINDOW]
+        )
+        factor = inflation_scale(
+            [weight for _, weight in window],
+            minimum=settings.TIDELINE_WEIGHT_INFLATION_MIN,
+            ceiling=settings.TIDELINE_WEIGHT_INFLATION_CEILING,
+            target=settings.TIDELINE_WEIGHT_INFLATION_TARGET,
+        )
+        if factor == 1.0:
+            continue
+        for pk, weight in window:
+            new_weight = round(max(0.0, min(1.0, weight * factor)), 6)
+            Narrative.objects.filter(pk=pk).update(weight=new_weight, updated_at=now)
+            changed[pk] = new_weight
+    return changed
+
+
 def recurrence_refresh(*, dry_run: bool = False) -> dict:
-    """Re-band recurrence from current tag frequencies, re-weigh what moved, then apply the write
-    path's anti-inflation normalisation (one transaction, one audit row)."""
+    """Re-band recurrence from each scope's current tag frequencies, re-weigh what moved, then
+    apply the anti-inflation normalisation per scope (one transaction, one audit row)."""
     wanted = recurrence_compute()
     current = {
         pk: (recurrence, weight, importance, emotional, unresolved, weighted)
@@ -702,7 +813,7 @@ def recurrence_refresh(*, dry_run: bool = False) -> dict:
                 Narrative.objects.filter(pk__in=ids[start : start + 5000]).update(
                     recurrence=band, weight=weight, updated_at=now
                 )
-        normalised = narratives_normalise_inflation()
+        normalised = weights_normalise_per_scope()
         stats["weights_normalised"] = len(normalised)
         if moved or normalised:
             audit_record(

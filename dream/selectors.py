@@ -1,14 +1,16 @@
 """Read-only views of what DREAM derived, as plain dicts, for injection, MCP, REST and the admin.
 
-Clusters and graphs are built over every memory; each reader filters by the caller's visible
-scopes, so counts, names and examples only ever come from memories the caller may see.
+Clusters belong to one scope each. A reader passes the scopes its caller may see (`scope_ids`): it
+gets only clusters of those scopes, with names, sizes, examples, neighbours and attention counted
+from the members it may see — active, in those scopes, and never secret unless `include_secret`
+(the owner's view). No text or count of another scope, or of a secret memory, reaches an agent.
 """
 
 from collections import defaultdict
 from datetime import timedelta
 
 import numpy as np
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from dream.models import (
@@ -18,18 +20,18 @@ from dream.models import (
     EmbeddingClusterMember,
     EntityEdge,
     EntityNode,
-    TopicCluster,
     TopicClusterMember,
 )
 from memory.models import AttentionEvent, MemoryStatus, Narrative
 from memory.services.embedding import vector_from_bytes, vectors_normalise
 
 EXAMPLES_PER_CLUSTER = 2
+NAME_MEMBERS = 2
 
 
 def _examples(narratives) -> list[dict]:
     """The highest-weight non-secret narratives of a queryset (already filtered to what the caller
-    may see)."""
+    may see): an example quotes text, and secret text is shown to nobody but the owner's pages."""
     rows = (
         narratives.filter(secret=False)
         .order_by("-weight", "-pk")
@@ -38,95 +40,163 @@ def _examples(narratives) -> list[dict]:
     return [{"id": row["pk"], "gesture": row["gesture"], "weight": row["weight"]} for row in rows]
 
 
+def _visible(prefix: str, *, scope_ids: list[int], include_secret: bool) -> Q:
+    """The members a caller of `scope_ids` may count: current, in its scopes, secret only for the
+    owner's view."""
+    rule = Q(**{f"{prefix}scope_id__in": scope_ids, f"{prefix}status": MemoryStatus.ACTIVE})
+    if not include_secret:
+        rule &= Q(**{f"{prefix}secret": False})
+    return rule
+
+
 def topic_clusters_read(
-    *, scope_ids: list[int], min_members: int = 5, limit: int = 25
+    *,
+    scope_ids: list[int],
+    min_members: int = 5,
+    limit: int = 25,
+    include_secret: bool = False,
 ) -> list[dict]:
-    """Topic clusters with at least `min_members` active narratives visible in `scope_ids`, largest
-    first: {"id", "term", "terms", "size", "examples": [{"id", "gesture", "weight"}]}."""
+    """Topic clusters of `scope_ids` with at least `min_members` visible narratives, largest
+    first. One term found in several visible scopes is one entry counting all its visible members:
+    {"id", "ids", "scope_ids", "term", "terms", "size", "examples": [{"id", "gesture", "weight"}]}."""
+    visible = _visible("narrative__", scope_ids=scope_ids, include_secret=include_secret)
     counted = (
-        TopicClusterMember.objects.filter(
-            narrative__scope_id__in=scope_ids, narrative__status=MemoryStatus.ACTIVE
-        )
-        .values("cluster_id")
+        TopicClusterMember.objects.filter(visible, cluster__scope_id__in=scope_ids)
+        .values("cluster_id", "cluster__scope_id", "cluster__term", "cluster__terms")
         .annotate(visible=Count("id"))
-        .filter(visible__gte=min_members)
-        .order_by("-visible", "cluster_id")[:limit]
+        .order_by("cluster_id")
     )
-    sizes = {row["cluster_id"]: row["visible"] for row in counted}
-    clusters = TopicCluster.objects.in_bulk(list(sizes))
-    result = []
-    for cluster_id, size in sizes.items():
-        cluster = clusters[cluster_id]
-        visible = Narrative.objects.filter(
-            topic_memberships__cluster=cluster,
-            scope_id__in=scope_ids,
-            status=MemoryStatus.ACTIVE,
-        )
-        result.append(
-            {
-                "id": cluster.pk,
-                "term": cluster.term,
-                "terms": cluster.terms or [cluster.term],
-                "size": size,
-                "examples": _examples(visible),
-            }
-        )
-    return result
+    # A narrative lies in one scope, so one term's clusters in several scopes share no member:
+    # its visible size is the sum of theirs.
+    by_term: dict[str, dict] = {}
+    for row in counted:
+        term = row["cluster__term"]
+        entry = by_term.setdefault(term, {"ids": [], "scope_ids": [], "terms": [], "size": 0})
+        entry["ids"].append(row["cluster_id"])
+        entry["scope_ids"].append(row["cluster__scope_id"])
+        entry["terms"] += [t for t in (row["cluster__terms"] or [term]) if t not in entry["terms"]]
+        entry["size"] += row["visible"]
+    kept = sorted(
+        (item for item in by_term.items() if item[1]["size"] >= min_members),
+        key=lambda item: (-item[1]["size"], item[1]["ids"][0]),
+    )[:limit]
+    return [
+        {
+            "id": entry["ids"][0],
+            "ids": entry["ids"],
+            "scope_ids": sorted(set(entry["scope_ids"])),
+            "term": term,
+            "terms": entry["terms"] or [term],
+            "size": entry["size"],
+            "examples": _examples(
+                Narrative.objects.filter(
+                    _visible("", scope_ids=scope_ids, include_secret=include_secret),
+                    topic_memberships__cluster_id__in=entry["ids"],
+                )
+            ),
+        }
+        for term, entry in kept
+    ]
 
 
-def soft_clusters_read(*, scope_ids: list[int]) -> list[dict]:
-    """Embedding clusters with visible members: {"id", "index", "name", "size", "member_ids"
-    (nearest first), "neighbours": [{"id", "shared"}]}. The name comes from the top-weight visible
-    member, so it never quotes another scope's memory."""
-    members = (
-        EmbeddingClusterMember.objects.filter(
-            memory__scope_id__in=scope_ids, memory__status=MemoryStatus.ACTIVE
-        )
-        .order_by("cluster_id", "distance")
-        .values_list("cluster_id", "memory_id")
+def _soft_members(*, scope_ids: list[int], include_secret: bool):
+    return EmbeddingClusterMember.objects.filter(
+        _visible("memory__", scope_ids=scope_ids, include_secret=include_secret),
+        cluster__scope_id__in=scope_ids,
     )
+
+
+def _names_from(members_of: dict[int, list[int]], clusters) -> dict[int, str]:
+    """A cluster's name from its highest-weight non-secret nearest members among those given."""
+    weights = dict(
+        Narrative.objects.filter(
+            pk__in={pk for ids in members_of.values() for pk in ids}, secret=False
+        ).values_list("pk", "weight")
+    )
+    top = {
+        cluster_id: sorted((pk for pk in ids if pk in weights), key=lambda pk: (-weights[pk], pk))[
+            :NAME_MEMBERS
+        ]
+        for cluster_id, ids in members_of.items()
+    }
+    gestures = dict(
+        Narrative.objects.filter(pk__in={pk for ids in top.values() for pk in ids}).values_list(
+            "pk", "gesture"
+        )
+    )
+    return {
+        cluster.pk: " / ".join(gestures[pk][:60] for pk in top.get(cluster.pk, []))[:300]
+        or f"cluster {cluster.index}"
+        for cluster in clusters
+    }
+
+
+def _visible_layout(*, scope_ids: list[int], include_secret: bool):
+    """(cluster id → visible member ids nearest first, memory id → its clusters, cluster id →
+    visible rank-1 members) for the caller."""
     by_cluster: dict[int, list[int]] = defaultdict(list)
-    for cluster_id, memory_id in members:
+    clusters_of: dict[int, list[int]] = defaultdict(list)
+    nearest: dict[int, list[int]] = defaultdict(list)
+    rows = _soft_members(scope_ids=scope_ids, include_secret=include_secret).order_by(
+        "cluster_id", "distance", "memory_id"
+    )
+    for cluster_id, memory_id, rank in rows.values_list("cluster_id", "memory_id", "rank"):
         by_cluster[cluster_id].append(memory_id)
-    neighbours = _neighbours(list(by_cluster))
-    result = []
-    for cluster in EmbeddingCluster.objects.filter(pk__in=list(by_cluster)).order_by("index"):
-        member_ids = by_cluster[cluster.pk]
-        examples = _examples(Narrative.objects.filter(pk__in=member_ids))
-        result.append(
-            {
-                "id": cluster.pk,
-                "index": cluster.index,
-                "name": examples[0]["gesture"][:80] if examples else f"cluster {cluster.index}",
-                "size": len(member_ids),
-                "member_ids": member_ids,
-                "neighbours": [
-                    {"id": other, "shared": shared}
-                    for other, shared in neighbours.get(cluster.pk, [])
-                    if other in by_cluster
-                ],
-            }
-        )
-    return result
+        clusters_of[memory_id].append(cluster_id)
+        if rank == 1:
+            nearest[cluster_id].append(memory_id)
+    return by_cluster, clusters_of, nearest
 
 
-def _neighbours(cluster_ids: list[int]) -> dict[int, list[tuple[int, int]]]:
+def _shared_counts(clusters_of: dict[int, list[int]]) -> dict[int, list[tuple[int, int]]]:
+    """Adjacency counted from the visible members only: how many of them two clusters share."""
+    pairs: dict[tuple[int, int], int] = defaultdict(int)
+    for cluster_ids in clusters_of.values():
+        ordered = sorted(set(cluster_ids))
+        for i, a in enumerate(ordered):
+            for b in ordered[i + 1 :]:
+                pairs[(a, b)] += 1
     result: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    rows = EmbeddingClusterAdjacency.objects.filter(
-        cluster_a_id__in=cluster_ids
-    ) | EmbeddingClusterAdjacency.objects.filter(cluster_b_id__in=cluster_ids)
-    for a, b, shared in rows.values_list("cluster_a_id", "cluster_b_id", "shared"):
+    for (a, b), shared in pairs.items():
         result[a].append((b, shared))
         result[b].append((a, shared))
-    for pairs in result.values():
-        pairs.sort(key=lambda pair: (-pair[1], pair[0]))
+    for neighbours in result.values():
+        neighbours.sort(key=lambda pair: (-pair[1], pair[0]))
     return result
+
+
+def soft_clusters_read(*, scope_ids: list[int], include_secret: bool = False) -> list[dict]:
+    """Embedding clusters of `scope_ids` with visible members: {"id", "scope_id", "index", "name",
+    "size", "member_ids" (nearest first), "neighbours": [{"id", "shared"}]}. Name, size and shared
+    counts come from the visible members only."""
+    by_cluster, clusters_of, nearest = _visible_layout(
+        scope_ids=scope_ids, include_secret=include_secret
+    )
+    neighbours = _shared_counts(clusters_of)
+    clusters = list(
+        EmbeddingCluster.objects.filter(pk__in=list(by_cluster)).order_by("scope_id", "index")
+    )
+    names = _names_from({c.pk: nearest.get(c.pk) or by_cluster[c.pk] for c in clusters}, clusters)
+    return [
+        {
+            "id": cluster.pk,
+            "scope_id": cluster.scope_id,
+            "index": cluster.index,
+            "name": names[cluster.pk],
+            "size": len(by_cluster[cluster.pk]),
+            "member_ids": by_cluster[cluster.pk],
+            "neighbours": [
+                {"id": other, "shared": shared} for other, shared in neighbours.get(cluster.pk, [])
+            ],
+        }
+        for cluster in clusters
+    ]
 
 
 def entity_graph_read(*, scope_ids: list[int]) -> dict:
-    """The entity co-occurrence graph over `scope_ids`, merged by name: {"nodes": [{"name",
-    "mentions", "roles", "profile_id"}], "edges": [{"a", "b", "cooccurrence", "role_pairs":
-    [{"a_roles", "b_roles", "count"}]}]}."""
+    """The entity co-occurrence graph over `scope_ids` (built per scope from non-secret memories),
+    merged by name: {"nodes": [{"name", "mentions", "roles", "profile_id"}], "edges": [{"a", "b",
+    "cooccurrence", "role_pairs": [{"a_roles", "b_roles", "count"}]}]}."""
     nodes: dict[str, dict] = {}
     for node in EntityNode.objects.filter(scope_id__in=scope_ids).order_by("name", "scope_id"):
         entry = nodes.setdefault(
@@ -138,9 +208,9 @@ def entity_graph_read(*, scope_ids: list[int]) -> dict:
             entry["roles"][role] = entry["roles"].get(role, 0) + count
         entry["profile_id"] = entry["profile_id"] or node.profile_id
     edges: dict[tuple[str, str], dict] = {}
-    for edge in EntityEdge.objects.filter(scope_id__in=scope_ids).select_related(
-        "node_a", "node_b"
-    ):
+    for edge in EntityEdge.objects.filter(
+        scope_id__in=scope_ids, node_a__scope_id__in=scope_ids, node_b__scope_id__in=scope_ids
+    ).select_related("node_a", "node_b"):
         key = (edge.node_a.name, edge.node_b.name)
         entry = edges.setdefault(key, {"a": key[0], "b": key[1], "cooccurrence": 0, "pairs": {}})
         entry["cooccurrence"] += edge.cooccurrence
@@ -158,31 +228,46 @@ def entity_graph_read(*, scope_ids: list[int]) -> dict:
     return {"nodes": node_list, "edges": edge_list}
 
 
-def attention_heatmap_read(*, days: int = 30, scope_ids: list[int] | None = None) -> dict:
+def attention_heatmap_read(
+    *, days: int = 30, scope_ids: list[int] | None = None, include_secret: bool = False
+) -> dict:
     """Recall attention per embedding cluster and day over the last `days` days.
 
     A recall of a memory lights every cluster the memory belongs to. `heat` and `deserts` come from
     the same counts, so a lit cluster is never a desert. Returns {"days": [iso dates], "clusters":
-    [{"id", "index", "name", "size", "heat", "by_day": [counts per day]}], "lit": [ids], "deserts":
-    [ids], "events": total recalls counted}. `scope_ids` limits everything to those scopes (None:
-    the owner's view of all)."""
+    [{"id", "scope_id", "index", "name", "size", "heat", "by_day": [counts per day]}], "lit":
+    [ids], "deserts": [ids], "events": total recalls counted}. With `scope_ids`, only clusters of
+    those scopes, named, sized and lit from the members the caller may see; None is the owner's
+    view of every scope (stored names, secret members counted)."""
     days = max(1, int(days))
     today = timezone.localdate()
     first_day = today - timedelta(days=days - 1)
     day_list = [first_day + timedelta(days=offset) for offset in range(days)]
     day_index = {day: position for position, day in enumerate(day_list)}
-    clusters = EmbeddingCluster.objects.order_by("index")
-    memberships = EmbeddingClusterMember.objects.all()
     events = AttentionEvent.objects.filter(
         occurred_at__date__gte=first_day, occurred_at__date__lte=today
     )
-    if scope_ids is not None:
-        memberships = memberships.filter(memory__scope_id__in=scope_ids)
-        events = events.filter(memory__scope_id__in=scope_ids)
-        clusters = clusters.filter(pk__in=memberships.values("cluster_id"))
-    clusters_of: dict[int, list[int]] = defaultdict(list)
-    for cluster_id, memory_id in memberships.values_list("cluster_id", "memory_id"):
-        clusters_of[memory_id].append(cluster_id)
+    if scope_ids is None:
+        clusters = list(EmbeddingCluster.objects.order_by("scope_id", "index"))
+        clusters_of: dict[int, list[int]] = defaultdict(list)
+        for cluster_id, memory_id in EmbeddingClusterMember.objects.values_list(
+            "cluster_id", "memory_id"
+        ):
+            clusters_of[memory_id].append(cluster_id)
+        names = {cluster.pk: cluster.name for cluster in clusters}
+        sizes = {cluster.pk: cluster.size for cluster in clusters}
+    else:
+        by_cluster, clusters_of, nearest = _visible_layout(
+            scope_ids=scope_ids, include_secret=include_secret
+        )
+        clusters = list(
+            EmbeddingCluster.objects.filter(pk__in=list(by_cluster)).order_by("scope_id", "index")
+        )
+        names = _names_from(
+            {c.pk: nearest.get(c.pk) or by_cluster[c.pk] for c in clusters}, clusters
+        )
+        sizes = {cluster.pk: len(by_cluster[cluster.pk]) for cluster in clusters}
+        events = events.filter(memory_id__in=list(clusters_of))
     grid: dict[int, list[int]] = {cluster.pk: [0] * days for cluster in clusters}
     counted = 0
     for memory_id, occurred_at in events.values_list("memory_id", "occurred_at"):
@@ -193,19 +278,18 @@ def attention_heatmap_read(*, days: int = 30, scope_ids: list[int] | None = None
         counted += 1
         for cluster_id in hit:
             grid[cluster_id][position] += 1
-    rows = []
-    for cluster in clusters:
-        by_day = grid[cluster.pk]
-        rows.append(
-            {
-                "id": cluster.pk,
-                "index": cluster.index,
-                "name": cluster.name,
-                "size": cluster.size,
-                "heat": sum(by_day),
-                "by_day": by_day,
-            }
-        )
+    rows = [
+        {
+            "id": cluster.pk,
+            "scope_id": cluster.scope_id,
+            "index": cluster.index,
+            "name": names[cluster.pk],
+            "size": sizes[cluster.pk],
+            "heat": sum(grid[cluster.pk]),
+            "by_day": grid[cluster.pk],
+        }
+        for cluster in clusters
+    ]
     return {
         "days": [day.isoformat() for day in day_list],
         "clusters": rows,
@@ -240,49 +324,57 @@ def clusters_route(
     scope_ids: list[int] | None = None,
     top: int = 3,
     hops: int = 3,
+    include_secret: bool = False,
 ) -> dict:
     """Query routing: the `top` soft clusters nearest the query (a vector, or text embedded with the
-    configured embedder), plus each one's `hops` most adjacent neighbours. Returns {"primary":
-    [cluster ids], "neighbours": [cluster ids]}; empty lists without clusters or an embedder."""
+    configured embedder), plus each one's `hops` most adjacent neighbours. With `scope_ids`, only
+    clusters of those scopes with members the caller may see, adjacency counted from those members.
+    Returns {"primary": [cluster ids], "neighbours": [cluster ids]}; empty lists without clusters
+    or an embedder."""
+    empty: dict = {"primary": [], "neighbours": []}
     if vector is None:
         from memory.services.embedding import embedder_get
 
         embedder = embedder_get()
         if embedder is None or not query.strip():
-            return {"primary": [], "neighbours": []}
+            return empty
         vector = embedder.embed([query])[0]
-    clusters = list(EmbeddingCluster.objects.values_list("pk", "centroid"))
-    if not clusters:
-        return {"primary": [], "neighbours": []}
-    if scope_ids is not None:
-        visible = set(
-            EmbeddingClusterMember.objects.filter(memory__scope_id__in=scope_ids).values_list(
-                "cluster_id", flat=True
-            )
+    if scope_ids is None:
+        clusters = list(EmbeddingCluster.objects.values_list("pk", "centroid"))
+        neighbours_of = _stored_neighbours([pk for pk, _ in clusters])
+    else:
+        _, clusters_of, _ = _visible_layout(scope_ids=scope_ids, include_secret=include_secret)
+        visible = {cid for ids in clusters_of.values() for cid in ids}
+        clusters = list(
+            EmbeddingCluster.objects.filter(pk__in=visible).values_list("pk", "centroid")
         )
-        clusters = [(pk, blob) for pk, blob in clusters if pk in visible]
-        if not clusters:
-            return {"primary": [], "neighbours": []}
+        neighbours_of = _shared_counts(clusters_of)
+    if not clusters:
+        return empty
     centroids = vectors_normalise(np.vstack([vector_from_bytes(bytes(b)) for _, b in clusters]))
     target = vectors_normalise(np.asarray(vector, dtype=np.float32).reshape(1, -1))[0]
     if target.shape[0] != centroids.shape[1]:
         # Clusters built from another embedding model's vectors: no shared space to route in.
-        return {"primary": [], "neighbours": []}
+        return empty
     order = np.argsort(-(centroids @ target), kind="stable")[:top]
     primary = [clusters[i][0] for i in order]
     allowed = {pk for pk, _ in clusters}
     neighbours: list[int] = []
     for cluster_id in primary:
-        rows = (
-            EmbeddingClusterAdjacency.objects.filter(cluster_a_id=cluster_id).values_list(
-                "cluster_b_id", "shared"
-            )
-        ).union(
-            EmbeddingClusterAdjacency.objects.filter(cluster_b_id=cluster_id).values_list(
-                "cluster_a_id", "shared"
-            )
-        )
-        ranked = sorted(rows, key=lambda pair: (-pair[1], pair[0]))
+        ranked = neighbours_of.get(cluster_id, [])
         picked = [pk for pk, _ in ranked if pk in allowed and pk not in primary][:hops]
         neighbours.extend(pk for pk in picked if pk not in neighbours)
     return {"primary": primary, "neighbours": neighbours}
+
+
+def _stored_neighbours(cluster_ids: list[int]) -> dict[int, list[tuple[int, int]]]:
+    result: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    rows = EmbeddingClusterAdjacency.objects.filter(
+        Q(cluster_a_id__in=cluster_ids) | Q(cluster_b_id__in=cluster_ids)
+    )
+    for a, b, shared in rows.values_list("cluster_a_id", "cluster_b_id", "shared"):
+        result[a].append((b, shared))
+        result[b].append((a, shared))
+    for pairs in result.values():
+        pairs.sort(key=lambda pair: (-pair[1], pair[0]))
+    return result

@@ -177,7 +177,9 @@ def _seed_rest(scope_id: int, narrative_ids: list[int], rng: random.Random) -> N
         thread_write(scope_id=scope_id, content=f"open question number {n}", importance=1 + n % 5)
     snapshot_write(scope_id=scope_id, content="Halfway through the parser refactor; tests red.")
     for n in range(30):
-        cluster = TopicCluster.objects.create(term=f"topic{n}", terms=[f"topic{n}"], size=12)
+        cluster = TopicCluster.objects.create(
+            scope_id=scope_id, term=f"topic{n}", terms=[f"topic{n}"], size=12
+        )
         TopicClusterMember.objects.bulk_create(
             [
                 TopicClusterMember(cluster=cluster, narrative_id=pk)

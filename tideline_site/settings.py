@@ -322,8 +322,9 @@ TIDELINE_DREAM_THREADS = env_int("TIDELINE_DREAM_THREADS", 1, minimum=1, maximum
 TIDELINE_DREAM_CHUNK_MAX_CHARS = env_int("TIDELINE_DREAM_CHUNK_MAX_CHARS", 6000, minimum=500)
 TIDELINE_DREAM_MAX_CHUNKS = env_int("TIDELINE_DREAM_MAX_CHUNKS", 20, minimum=0)
 TIDELINE_DREAM_COMBING_MAX_MEMORIES = env_int("TIDELINE_DREAM_COMBING_MAX_MEMORIES", 40, minimum=1)
-# One DREAM at a time: the lease a run holds; a run that outlives it is taken to have died.
-TIDELINE_DREAM_LEASE_SECONDS = env_int("TIDELINE_DREAM_LEASE_SECONDS", 3 * 3600, minimum=60)
+# One DREAM at a time: the lease a run holds, renewed every third of it while the run works (and
+# past each LLM call's timeout); a holder silent for longer, or gone from this host, has died.
+TIDELINE_DREAM_LEASE_SECONDS = env_int("TIDELINE_DREAM_LEASE_SECONDS", 120, minimum=30)
 
 
 def _beat(task: str, cron_variable: str, cron_default: str, expires_variable: str, expires: int):

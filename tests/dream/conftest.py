@@ -9,3 +9,16 @@ def write_narrative():
         return narrative_write(data=NarrativeInput(scope_id=scope.pk, gesture=gesture, **fields))
 
     return write
+
+
+def database_url() -> str:
+    """The test database as a TIDELINE_DATABASE_URL, for a subprocess (a worker, `manage.py`)."""
+    from django.db import connection
+
+    database = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{database['NAME']}"
+    return (
+        f"postgres://{database['USER']}:{database['PASSWORD']}@{database['HOST'] or '127.0.0.1'}:"
+        f"{database['PORT'] or 5432}/{database['NAME']}"
+    )

@@ -133,3 +133,21 @@ def test_it_renders_the_heatmap_picture_in_a_real_browser(
         assert (tmp_path / "heatmap.png").stat().st_size > 10_000
     finally:
         browser.quit()
+
+
+def test_it_refuses_the_heatmap_page_to_staff_without_the_memory_view_permission(
+    clustered, client, django_user_model
+):
+    from django.contrib.auth.models import Permission
+
+    staff = django_user_model.objects.create_user(username="helper", password="x", is_staff=True)
+    client.force_login(staff)
+    url = reverse("admin:dream_attention_heatmap")
+    page = client.get(url)
+    assert page.status_code == 403
+    assert TEXTS[0][:20] not in page.content.decode()
+
+    staff.user_permissions.add(Permission.objects.get(codename="view_memory"))
+    staff = django_user_model.objects.get(pk=staff.pk)
+    client.force_login(staff)
+    assert client.get(url).status_code == 200

@@ -12,9 +12,11 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from dream.lease import Holder, lease_acquire, lease_release
 from dream.models import DreamRun, DreamRunStatus
-from dream.pipeline import dream_run, lease_acquire, lease_release
+from dream.pipeline import dream_run
 from tests.conftest import service_required
+from tests.dream.conftest import database_url
 from tests.fakes.llm_server import slow_answer
 
 # A Redis database of our own, and a queue named per test run, so no other worker takes the task.
@@ -30,16 +32,6 @@ def _redis_up() -> bool:
         return False
 
 
-def _database_url() -> str:
-    database = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{database['NAME']}"
-    return (
-        f"postgres://{database['USER']}:{database['PASSWORD']}@{database['HOST'] or '127.0.0.1'}:"
-        f"{database['PORT'] or 5432}/{database['NAME']}"
-    )
-
-
 @pytest.mark.redis
 def test_it_runs_the_nightly_dream_in_a_real_celery_worker(
     transactional_db, global_scope, tmp_path
@@ -49,7 +41,7 @@ def test_it_runs_the_nightly_dream_in_a_real_celery_worker(
     queue = f"dream-test-{os.getpid()}"
     env = {
         **os.environ,
-        "TIDELINE_DATABASE_URL": _database_url(),
+        "TIDELINE_DATABASE_URL": database_url(),
         "CELERY_BROKER_URL": BROKER_URL,
         "TIDELINE_LLM_CONFIG_FILE": str(tmp_path / "no-llm.json"),
         "TIDELINE_EMBEDDER": "none",
@@ -92,11 +84,16 @@ def test_it_runs_the_nightly_dream_in_a_real_celery_worker(
             broker.default_channel.queue_delete(queue)
 
 
-def test_it_starts_nothing_while_another_run_holds_the_lease(db):
-    assert lease_acquire(holder="another-beat", seconds=60)
-    assert dream_run(layer="scan") is None
-    assert DreamRun.objects.count() == 0
-    lease_release(holder="another-beat")
+ELSEWHERE = Holder(token="another-beat", host="another-machine", pid=4242, process_started="")
+
+
+def test_it_starts_nothing_while_another_run_holds_the_lease_and_records_why(db):
+    assert lease_acquire(holder=ELSEWHERE, seconds=60)
+    skipped = dream_run(layer="scan")
+    assert skipped.status == DreamRunStatus.SKIPPED
+    assert "another-machine pid 4242" in skipped.error and "last heartbeat" in skipped.error
+    assert not DreamRun.objects.exclude(status=DreamRunStatus.SKIPPED).exists()
+    lease_release(holder=ELSEWHERE)
     assert dream_run(layer="scan").status == DreamRunStatus.OK
 
 
@@ -121,8 +118,8 @@ def test_it_produces_one_run_from_two_concurrent_triggers(
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
-    assert sorted(result is None for result in results) == [False, True]
-    assert DreamRun.objects.count() == 1
+    assert sorted(result.status for result in results) == ["ok", "skipped"]
+    assert DreamRun.objects.exclude(status=DreamRunStatus.SKIPPED).count() == 1
     assert len(fake_llm.requests) == 1
 
 

@@ -78,3 +78,18 @@ def test_it_lets_env_override_a_beat_entry_and_refuses_a_bad_crontab(monkeypatch
     monkeypatch.setenv("TIDELINE_BEAT_TEST", "61 * * * *")
     with pytest.raises(ImproperlyConfigured, match="TIDELINE_BEAT_TEST"):
         _beat("dream.tasks.dream_daily", "TIDELINE_BEAT_TEST", "0 3 * * *", "X_EXPIRES", 60)
+
+
+def test_it_records_and_logs_why_the_celery_task_did_nothing_while_the_lease_is_held(db, caplog):
+    from dream.lease import Holder, lease_acquire
+
+    elsewhere = Holder(token="beat-2", host="another-machine", pid=77, process_started="")
+    assert lease_acquire(holder=elsewhere, seconds=600)
+    with caplog.at_level("WARNING", logger="tideline.dream"):
+        run_id = dream_daily.delay().get()
+    run = DreamRun.objects.get(pk=run_id)
+    assert run.status == DreamRunStatus.SKIPPED and run.trigger == "celery"
+    assert "another-machine pid 77" in run.error
+    assert any("did nothing" in record.getMessage() for record in caplog.records)
+    with pytest.raises(CommandError, match="another-machine pid 77"):
+        call_command("dream")

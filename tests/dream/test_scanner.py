@@ -42,10 +42,11 @@ def test_it_splits_on_a_gap_of_more_than_ten_minutes_but_not_exactly_ten():
     assert turns_chunk(pairs, gap_minutes=10, min_turns=4) == []
 
 
-def test_it_leaves_out_turns_already_cited_older_than_the_newest_narrative_or_from_subagents(
+def test_it_leaves_out_cited_turns_and_subagents_but_finds_turns_older_than_any_narrative(
     project_scope,
 ):
     old = record(project_scope, "old", [0, 1, 2], start=timezone.now() - timedelta(hours=5))
+    # An agent's narrative written after the old conversation, citing none of it.
     narrative_write(
         data=NarrativeInput(scope_id=project_scope.pk, gesture="We planned the archive manager")
     )
@@ -60,11 +61,23 @@ def test_it_leaves_out_turns_already_cited_older_than_the_newest_narrative_or_fr
     record(project_scope, "sub", [0, 1, 2], depth=1)
     fresh = record(project_scope, "fresh", [0, 1, 2])
     chunk_ids = [chunk.turn_ids for chunk in chunks_find()]
-    assert chunk_ids == [[turn.pk for turn in fresh]]
-    # --since reaches back past the newest narrative, still skipping cited turns and subagents.
-    since_ids = [c.turn_ids for c in chunks_find(since=timezone.now() - timedelta(days=1))]
-    assert [turn.pk for turn in old] in since_ids
-    assert [turn.pk for turn in cited] not in since_ids
+    assert chunk_ids == [[turn.pk for turn in old], [turn.pk for turn in fresh]]
+    # --since narrows to recent turns, still skipping cited turns and subagents.
+    since_ids = [c.turn_ids for c in chunks_find(since=timezone.now() - timedelta(hours=1))]
+    assert since_ids == [[turn.pk for turn in fresh]]
+
+
+def test_it_finds_unprocessed_turns_older_than_the_projects_newest_narrative(project_scope):
+    """Issue 10.8: coverage is per turn. An agent's narrative written today does not hide the
+    conversation of last week that nobody solidified."""
+    week_ago = timezone.now() - timedelta(days=7)
+    unprocessed = record(project_scope, "last-week", [0, 2, 4, 6], start=week_ago)
+    for gesture in ("The agent noted the release plan", "The agent noted the deploy window"):
+        narrative_write(data=NarrativeInput(scope_id=project_scope.pk, gesture=gesture))
+    chunks = chunks_find()
+    assert [chunk.turn_ids for chunk in chunks] == [[turn.pk for turn in unprocessed]]
+    assert chunks[0].scope_id == project_scope.pk
+    assert scan_run()["track_b"]["turns"] == 4
 
 
 def test_it_reports_the_four_tracks_as_json_and_markdown(project_scope, capsys):
@@ -87,3 +100,18 @@ def test_it_reports_the_four_tracks_as_json_and_markdown(project_scope, capsys):
     assert printed["track_b"]["count"] == 1
     call_command("dream", "scan")
     assert "# Layer 0 scan" in capsys.readouterr().out
+
+
+def test_it_never_puts_two_scopes_in_one_chunk_when_a_session_moved(
+    project_scope, other_project_scope
+):
+    from memory.models import ContextTurn
+
+    turns = record(project_scope, "moving", [0, 1, 2, 3, 4, 5])
+    moved = [turn.pk for turn in turns[3:]]
+    ContextTurn.objects.filter(pk__in=moved).update(scope=other_project_scope)
+    chunks = chunks_find()
+    assert [(chunk.scope_id, chunk.turn_ids) for chunk in chunks] == [
+        (project_scope.pk, [turn.pk for turn in turns[:3]]),
+        (other_project_scope.pk, moved),
+    ]

@@ -26,7 +26,13 @@ def test_it_keeps_a_term_in_three_of_twenty_and_drops_generic_and_rare_terms(
     clusters = {c.term: c for c in TopicCluster.objects.all()}
     assert set(clusters) == {"whale"}
     assert clusters["whale"].size == 3
-    assert stats == {"clusters": 1, "members": 3, "added_or_changed": 1, "removed": 0}
+    assert stats == {
+        "scopes": 1,
+        "clusters": 1,
+        "members": 3,
+        "added_or_changed": 1,
+        "removed": 0,
+    }
     assert AuditEvent.objects.filter(target_type="topiccluster").count() == 1
 
     # A second rebuild over the same memories changes nothing and records nothing.

@@ -118,11 +118,13 @@ def test_it_clips_t2b_chunks(project, settings):
 def test_it_maps_t3_clusters_with_enough_members_top_25(project):
     members = [narrative_seed(project, f"memory number {n}") for n in range(8)]
     for n in range(30):
-        cluster = TopicCluster.objects.create(term=f"topic{n:02d}", terms=[f"topic{n:02d}"], size=5)
+        cluster = TopicCluster.objects.create(
+            scope=project, term=f"topic{n:02d}", terms=[f"topic{n:02d}"], size=5
+        )
         TopicClusterMember.objects.bulk_create(
             [TopicClusterMember(cluster=cluster, narrative=m) for m in members[: 5 + n % 3]]
         )
-    small = TopicCluster.objects.create(term="tiny", terms=["tiny"], size=4)
+    small = TopicCluster.objects.create(scope=project, term="tiny", terms=["tiny"], size=4)
     TopicClusterMember.objects.bulk_create(
         [TopicClusterMember(cluster=small, narrative=m) for m in members[:4]]
     )

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from dream.models import DreamLayer
+from dream.models import DreamLayer, DreamRunStatus
 from dream.pipeline import dream_plan, dream_run
 from dream.scanner import scan_markdown, scan_run
 from memory.services.errors import TidelineError
@@ -111,8 +111,8 @@ class Command(BaseCommand):
             trigger="command",
             on_layer=progress,
         )
-        if run is None:
-            raise CommandError("another DREAM run is in progress (lease held); nothing was done")
+        if run.status == DreamRunStatus.SKIPPED:
+            raise CommandError(f"another DREAM run is in progress; nothing was done ({run.error})")
         summary = {
             "run": run.pk,
             "status": run.status,
