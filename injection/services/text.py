@@ -48,6 +48,8 @@ def _angle_entity(match: re.Match) -> str:
 
 
 def _visible(text: str) -> str:
+    if text.isprintable():
+        return text  # no Cc, Cf or Cs character: the common case, at C speed
     return "".join(char for char in text if unicodedata.category(char) not in _DROPPED_CATEGORIES)
 
 
