@@ -135,9 +135,10 @@ _PRONOUN_SUBJECTS = {
     "当前项目",
 }
 # A name: an identifier with - _ . / inside (archive-manager, v2.1, src/app.py), CamelCase,
-# something quoted, or a capitalised word that is not the first word of the sentence.
+# something quoted, or a capitalised word that is not the first word of the sentence. Identifiers
+# are matched from the start of a run only, so a long run of letters costs linear time.
 _NAME = re.compile(
-    r"[A-Za-z0-9][\w+]*[-_./][\w+][\w.+/-]*"
+    r"(?<![A-Za-z0-9+])[A-Za-z0-9][A-Za-z0-9+]*+[-_./][\w+][\w.+/-]*"
     r"|\b[a-z]+[A-Z]\w*|\b[A-Z][a-z]+[A-Z]\w*"
     r"|[「『“\"'`《][^」』”\"'`》]{2,}[」』”\"'`》]"
 )

@@ -90,6 +90,15 @@ unicode_text = st.text(
 hostile_text = st.lists(
     st.one_of(unicode_text, st.sampled_from(TRICKS)), min_size=1, max_size=5
 ).map("".join)
+# What a database can hold: every code point but lone surrogates, which UTF-8 cannot encode.
+storable_text = st.lists(
+    st.one_of(
+        st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=80),
+        st.sampled_from(TRICKS),
+    ),
+    min_size=1,
+    max_size=5,
+).map("".join)
 
 
 def envelope_check(text: str, *, expected_ids: list[int] | None = None) -> list[int]:
@@ -277,7 +286,7 @@ def test_it_keeps_the_envelope_whole_for_arbitrary_stored_text(project):
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
     )
-    @given(texts=st.lists(hostile_text, min_size=1, max_size=3))
+    @given(texts=st.lists(storable_text, min_size=1, max_size=3))
     def render(texts):
         with transaction.atomic():
             ids = []
