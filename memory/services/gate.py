@@ -192,7 +192,7 @@ _OVERRIDE_NOUNS_EN = (
 _EARLIER_ZH = (
     r"你|您|之前|以前|此前|先前|上面|上述|以上|前面|前述|所有|全部|一切|原来|原有|原先|系统"
 )
-_OVERRIDE_NOUNS_ZH = r"指令|指示|提示词?|命令|规则|要求|设定|限制|约束|说明|对话|内容|规定"
+_OVERRIDE_NOUNS_ZH = r"指令|指示|提示词?|命令|规则|要求|设定|限制|约束|规定"
 _OVERRIDE_NOUNS_JA = r"指示|命令|プロンプト|ルール|制約|指令"
 _ORDER_NOUNS_JA = r"指示|命令|プロンプト|指令"
 _OVERRIDE_NOUNS_ES = (
@@ -207,10 +207,10 @@ _INJECTION = re.compile(
     rf"|\b(?:ignore|disregard|forget)\s+(?:all|everything|anything)\s+(?:(?:you|that|i|we)\s+)?"
     rf"(?:(?:were|was|have been|has been|'ve been)\s+)?(?:told|said|instructed|given|above)"
     rf"|\b(?:new|updated|real|actual)\s+(?:system\s+)?instructions\s*:"
-    rf"|\b(?:reveal|print|show|repeat|output|leak)\s+(?:me\s+)?(?:your|the)\s+(?:system\s+prompt"
-    rf"|hidden\s+prompt|instructions)\b"
+    rf"|\b(?:reveal|print|show|repeat|output|leak)\s+(?:me\s+)?(?:(?:your|the)\s+(?:system|hidden"
+    rf"|initial)\s+prompt|your\s+instructions)\b"
     rf"|\byou\s+are\s+now\b|\bfrom\s+now\s+on,?\s+(?:you|the\s+assistant)\b"
-    rf"|\bjailbreak|\bdeveloper\s+mode\b|\bdo\s+anything\s+now\b"
+    rf"|\bdo\s+anything\s+now\b"
     # zh: 忽略之前的指令, 忘记你以上所有的设定, 从现在开始你是…
     rf"|(?:忽略|无视|忽视|不要理会|不用理会|别管|忘记|忘掉|抛开|绕过|跳过)掉?[的\s]*"
     rf"(?:(?:{_EARLIER_ZH})[的\s]*)+(?:{_OVERRIDE_NOUNS_ZH})"
@@ -232,8 +232,8 @@ _INJECTION = re.compile(
     rf"|\ba partir de ahora,?\s+(?:eres|serás|debes|actúa|act[uú]as)\b|\bahora\s+eres\b"
     rf"|\b(?:muestra|revela|repite)\s+(?:tu|el)\s+(?:prompt|mensaje)\s+del\s+sistema\b"
     # Role and chat-template markup in any language.
-    r"|<\s*/?\s*(?:(?:system|tool|function|assistant|instructions?|prompt|im_start|im_end"
-    r"|tideline[\s_-]*memory)(?:[\s_:-][^<>]*)?|[a-z]+:[^<>]*)>"
+    r"|<\s*/?\s*(?:(?:system|tool|function|invoke|assistant|instructions?|prompt|im_start|im_end"
+    r"|tideline[\s_-]*memory)(?:[\s_:-][^<>]*)?|[a-z]+:[a-z_]+(?:\s[^<>]*)?)>"
     r"|<\|[^|<>\n]{1,40}\|>|\[/?inst\]|<</?sys>>"
     r"|[\[【]\s*(?:system|sys|系统|系統|システム|sistema|assistant|助手|アシスタント|asistente"
     r"|tool|工具|ツール|herramienta|developer)\s*[\]】]"
