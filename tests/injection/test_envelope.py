@@ -298,6 +298,8 @@ def test_it_keeps_the_envelope_whole_for_arbitrary_stored_text(project):
                 ids.append(narrative.pk)
             block = context_session_start(scope_ids=scope_ids, budget_tokens=100_000)
             assert set(envelope_check(block.text)) == set(ids)
+            turn = context_turn(query=f"archive-manager {texts[0]}", scope_ids=scope_ids)
+            assert set(envelope_check(turn.text)) <= set(ids)
             transaction.set_rollback(True)
 
     render()
