@@ -240,7 +240,11 @@ def narrative_prepare(*, data: NarrativeInput, use_llm: bool | None = None) -> P
     tags = list(dict.fromkeys(tag.strip() for tag in data.tags))
     if use_llm is None:
         use_llm = settings.TIDELINE_GATE_USE_LLM
-    verdict = gate_check(text=data.gesture, use_llm=use_llm and not data.secret)
+    verdict = gate_check(
+        text=data.gesture,
+        attached=[data.cognition_direction, data.context, data.moment, data.summary, *tags],
+        use_llm=use_llm and not data.secret,
+    )
     embedded = None
     if verdict.passed:
         embedded = candidate_embed(text=_draft(data, tags=tags).compose_search_text())
