@@ -327,7 +327,7 @@ HOOK = _hook_module()
 def test_it_hands_the_server_block_to_claude_code_verbatim(event, block):
     replies = []
 
-    def post(path, body):
+    def post(path, body, *, timeout=None):
         replies.append(path)
         return {"block": block}
 
