@@ -1,0 +1,182 @@
+"""Real concurrent writers against the test database: separate processes (SQLite file or
+PostgreSQL, whichever the suite runs on), released at one instant, and a real HTTP server."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from threading import Barrier
+from urllib import error, request
+
+from django.conf import settings
+from django.db import connection
+
+# Long enough for every writer to have read its command before the first one starts.
+START_DELAY_SECONDS = 0.5
+
+
+def database_url() -> str:
+    """The URL of the database this test process uses, for its writer processes."""
+    database = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{database['NAME']}"
+    password = f":{database['PASSWORD']}" if database["PASSWORD"] else ""
+    return (
+        f"postgres://{database['USER']}{password}@{database['HOST'] or '127.0.0.1'}:"
+        f"{database['PORT'] or 5432}/{database['NAME']}"
+    )
+
+
+def writer_env(tmp_dir: Path) -> dict:
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tideline_site.settings",
+        "TIDELINE_DATABASE_URL": database_url(),
+        "TIDELINE_LLM_CONFIG_FILE": str(tmp_dir / "no-llm.json"),
+        # The writers race on the store; embedding is not what they test, and eight copies of
+        # the model would only slow the start.
+        "TIDELINE_EMBEDDER": "none",
+        "TIDELINE_LOG_LEVEL": "WARNING",
+    }
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    result: object = None
+    error: str = ""
+    message: str = ""
+
+
+class Writers:
+    """`count` writer processes (tests/memory/writer.py), started once and reused."""
+
+    def __init__(self, *, count: int, tmp_dir: Path) -> None:
+        env = writer_env(tmp_dir)
+        self.processes = [
+            subprocess.Popen(
+                [sys.executable, "-m", "tests.memory.writer"],
+                cwd=settings.BASE_DIR,
+                env=env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(count)
+        ]
+        for process in self.processes:
+            ready = process.stdout.readline()
+            if not ready:
+                self.close()
+                raise RuntimeError("a writer process died on start")
+
+    def run(self, calls: list[tuple[str, dict]]) -> list[Outcome]:
+        """Run one call per writer, all starting at the same instant; outcomes in call order."""
+        assert len(calls) <= len(self.processes), "more calls than writers"
+        start_at = time.time() + START_DELAY_SECONDS
+        for process, (operation, args) in zip(self.processes, calls, strict=False):
+            command = {"operation": operation, "args": args, "start_at": start_at}
+            process.stdin.write(json.dumps(command) + "\n")
+            process.stdin.flush()
+        outcomes = []
+        for process, _ in zip(self.processes, calls, strict=False):
+            line = process.stdout.readline()
+            if not line:
+                raise RuntimeError("a writer process died")
+            outcomes.append(Outcome(**json.loads(line)))
+        return outcomes
+
+    def close(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.stdin.close()
+        for process in self.processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Server:
+    """uvicorn serving tideline_site.asgi on a loopback port with several worker processes, so
+    requests really run at the same time."""
+
+    def __init__(self, *, tmp_dir: Path, workers: int) -> None:
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "uvicorn", "tideline_site.asgi:application"),
+                *("--host", "127.0.0.1", "--port", str(self.port), "--workers", str(workers)),
+                *("--log-level", "warning", "--no-access-log"),
+            ],
+            cwd=settings.BASE_DIR,
+            env=writer_env(tmp_dir),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self._wait_until_up(workers)
+
+    def _wait_until_up(self, workers: int) -> None:
+        deadline = time.monotonic() + 60
+        answered = 0
+        while time.monotonic() < deadline and self.process.poll() is None:
+            status, _ = self.call("GET", "/api/v1/stats", key="", body=None)
+            answered += status in (401, 403)
+            if answered >= workers:
+                return
+            time.sleep(0.1)
+        self.close()
+        raise RuntimeError("uvicorn did not come up")
+
+    def call(self, method: str, path: str, *, key: str, body: dict | None) -> tuple[int, dict]:
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json"}
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        try:
+            with request.urlopen(
+                request.Request(self.base_url + path, data=data, method=method, headers=headers),
+                timeout=60,
+            ) as answer:
+                return answer.status, json.loads(answer.read() or b"{}")
+        except error.HTTPError as answer:
+            return answer.code, json.loads(answer.read() or b"{}")
+        except (error.URLError, ConnectionError):
+            return 0, {}
+
+    def concurrently(
+        self, calls: list[tuple[str, str, str, dict | None]]
+    ) -> list[tuple[int, dict]]:
+        """(method, path, key, body) each from its own thread, released together."""
+        gate = Barrier(len(calls))
+
+        def fire(call):
+            gate.wait()
+            method, path, key, body = call
+            return self.call(method, path, key=key, body=body)
+
+        with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+            return list(pool.map(fire, calls))
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
