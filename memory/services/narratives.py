@@ -233,7 +233,7 @@ def narrative_prepare(*, data: NarrativeInput, use_llm: bool | None = None) -> P
         edited = Narrative.objects.filter(pk=data.supersedes_id, scope_id=scope.pk).first()
         if edited is None:
             raise InvalidInput(
-                f"narrative {data.supersedes_id} is not a narrative in this scope",
+                f"narrative {data.supersedes_id} is not an active narrative in this scope",
                 field="supersedes_id",
             )
         if edited.status != MemoryStatus.ACTIVE:

@@ -120,7 +120,7 @@ class Server:
             [
                 *(sys.executable, "-m", "uvicorn", "tideline_site.asgi:application"),
                 *("--host", "127.0.0.1", "--port", str(self.port), "--workers", str(workers)),
-                *("--log-level", "warning", "--no-access-log"),
+                *("--log-level", "warning", "--no-access-log", "--timeout-graceful-shutdown", "1"),
             ],
             cwd=settings.BASE_DIR,
             env=writer_env(tmp_dir),
