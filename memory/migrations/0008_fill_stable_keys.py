@@ -6,6 +6,9 @@ id stored twice in one session keeps its first turn; the copies keep their text 
 """
 
 from django.db import migrations
+from django.db.models import Count, Min
+from django.db.models.fields.json import KT
+from django.db.models.functions import Substr
 from django.utils import timezone
 
 REASON = "migration 0008: one current row per key; the newest of {count} active rows stays"
@@ -47,12 +50,21 @@ def fill_stable_keys(apps, schema_editor) -> None:
     SelfConcept = apps.get_model("memory", "SelfConcept")
     AuditEvent = apps.get_model("memory", "AuditEvent")
     now = timezone.now()
-    for pk, scope_id, profile_id, predicate in Fact.objects.values_list(
-        "pk", "scope_id", "profile_id", "predicate"
-    ):
-        Memory.objects.filter(pk=pk).update(stable_key=f"fact:{scope_id}:{profile_id}:{predicate}")
-    for pk, field in SelfConcept.objects.values_list("pk", "field"):
-        Memory.objects.filter(pk=pk).update(stable_key=f"self_concept:{field}")
+    memory = Memory._meta.db_table
+    fact = Fact._meta.db_table
+    self_concept = SelfConcept._meta.db_table
+    # One statement per kind; `||` concatenates (and casts the ids) on SQLite and PostgreSQL alike.
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {memory} SET stable_key = (SELECT 'fact:' || {memory}.scope_id || ':' || "
+            f"{fact}.profile_id || ':' || {fact}.predicate FROM {fact} "
+            f"WHERE {fact}.memory_ptr_id = {memory}.id) WHERE memory_type = 'fact'"
+        )
+        cursor.execute(
+            f"UPDATE {memory} SET stable_key = (SELECT 'self_concept:' || {self_concept}.field "
+            f"FROM {self_concept} WHERE {self_concept}.memory_ptr_id = {memory}.id) "
+            "WHERE memory_type = 'self_concept'"
+        )
 
     by_key: dict[str, list] = {}
     for row in Memory.objects.filter(status="active", stable_key__isnull=False):
@@ -89,19 +101,20 @@ def fill_stable_keys(apps, schema_editor) -> None:
 
 def fill_turn_external_ids(apps, schema_editor) -> None:
     ContextTurn = apps.get_model("memory", "ContextTurn")
-    seen: set[tuple[int, str]] = set()
-    for pk, session_id, meta in (
-        ContextTurn.objects.exclude(meta={})
-        .order_by("session_id", "seq")
-        .values_list("pk", "session_id", "meta")
-    ):
-        external_id = meta.get("external_id") if isinstance(meta, dict) else None
-        if not isinstance(external_id, str) or not external_id or len(external_id) > 200:
-            continue
-        if (session_id, external_id) in seen:
-            continue
-        seen.add((session_id, external_id))
-        ContextTurn.objects.filter(pk=pk).update(external_id=external_id)
+    ContextTurn.objects.filter(meta__has_key="external_id").update(
+        external_id=Substr(KT("meta__external_id"), 1, 200)
+    )
+    ContextTurn.objects.filter(external_id="").update(external_id=None)
+    twice = (
+        ContextTurn.objects.filter(external_id__isnull=False)
+        .values("session_id", "external_id")
+        .annotate(copies=Count("id"), first=Min("seq"))
+        .filter(copies__gt=1)
+    )
+    for group in twice:
+        ContextTurn.objects.filter(
+            session_id=group["session_id"], external_id=group["external_id"], seq__gt=group["first"]
+        ).update(external_id=None)
 
 
 class Migration(migrations.Migration):

@@ -7,7 +7,16 @@ from collections import Counter
 import pytest
 
 from injection.services.access import apikey_create
-from memory.models import AuditEvent, ContextTurn, Fact, Memory, MemoryStatus, Narrative, Session
+from memory.models import (
+    AuditEvent,
+    ContextTurn,
+    Fact,
+    Memory,
+    MemoryStatus,
+    Narrative,
+    SelfConcept,
+    Session,
+)
 from memory.services.narratives import NarrativeInput, narrative_write
 from tests.memory.concurrency import Server, Writers
 
@@ -72,6 +81,23 @@ def test_it_keeps_one_current_fact_per_key_under_concurrent_writers(
     assert _current_facts(project_scope) == Counter(dict.fromkeys(predicates, 1))
     assert Fact.objects.filter(scope=project_scope).count() == KEYS * WRITERS
     assert all(_chain_is_whole(project_scope, predicate) for predicate in predicates)
+
+
+def test_it_keeps_one_current_self_concept_under_concurrent_writers(
+    transactional_db, writers, global_scope
+):
+    outcomes = writers.run(
+        [
+            ("self_concept_write", {"field": "terrain", "contents": [f"{w}.{n}" for n in range(5)]})
+            for w in range(WRITERS)
+        ]
+    )
+
+    versions = SelfConcept.objects.filter(field="terrain")
+    assert _errors(outcomes) == []
+    assert versions.filter(status=MemoryStatus.ACTIVE).count() == 1
+    assert versions.count() == WRITERS * 5
+    assert versions.exclude(supersedes=None).count() == WRITERS * 5 - 1
 
 
 def test_it_stores_each_turn_once_under_identical_concurrent_batches(

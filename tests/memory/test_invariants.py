@@ -244,6 +244,18 @@ def test_it_resolves_what_an_old_store_holds_twice_when_it_migrates(transactiona
         )
         for gesture in ("two", "two, again")
     ]
+    OldSelfConcept = apps.get_model("memory", "SelfConcept")
+    versions = [
+        OldSelfConcept.objects.create(
+            memory_type="self_concept",
+            scope=scope,
+            field="terrain",
+            content=content,
+            summary=content,
+            status="active",
+        )
+        for content in ("careful", "bold")
+    ]
     session = OldSession.objects.create(runtime="cli", external_id="s", scope=scope)
     for seq in (1, 2):
         OldTurn.objects.create(
@@ -267,8 +279,10 @@ def test_it_resolves_what_an_old_store_holds_twice_when_it_migrates(transactiona
     assert Narrative.objects.get(pk=forks[1].pk).status == MemoryStatus.ACTIVE
     audited = AuditEvent.objects.filter(actor="system", action="invalidate")
     assert sorted(audited.values_list("target_id", flat=True)) == sorted(
-        [facts[0].pk, facts[1].pk, forks[0].pk]
+        [facts[0].pk, facts[1].pk, forks[0].pk, versions[0].pk]
     )
+    current = SelfConcept.objects.get(field="terrain", status=MemoryStatus.ACTIVE)
+    assert (current.pk, current.stable_key) == (versions[1].pk, "self_concept:terrain")
     turns = ContextTurn.objects.filter(session_id=session.pk).order_by("seq")
     assert list(turns.values_list("external_id", flat=True)) == ["t1", None]
     assert Session.objects.filter(pk=session.pk).exists()

@@ -30,6 +30,12 @@ def _facts_write(*, scope_id: int, writes: list[list[str]]) -> list[int]:
     ]
 
 
+def _self_concept_write(*, field: str, contents: list[str]) -> list[int]:
+    from memory.services.self_concept import self_concept_write
+
+    return [self_concept_write(field=field, content=content).pk for content in contents]
+
+
 def _session_ref(*, scope_id: int, session: str):
     from injection.services.sync import SessionRef
 
@@ -76,6 +82,7 @@ def _memory_edit(*, memory_id: int, changes: dict) -> int:
 
 OPERATIONS = {
     "facts_write": _facts_write,
+    "self_concept_write": _self_concept_write,
     "turns_sync": _turns_sync,
     "turns_one_by_one": _turns_one_by_one,
     "memory_edit": _memory_edit,
