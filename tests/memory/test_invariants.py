@@ -21,6 +21,7 @@ from memory.services.errors import Conflict
 from memory.services.facts import FactInput, fact_write
 from memory.services.lifecycle import memory_expire, memory_restore
 from memory.services.narratives import NarrativeInput, narrative_write
+from memory.services.races import RACE_ATTEMPTS, atomic_retrying
 from memory.services.self_concept import self_concept_write
 from memory.services.timeline import TurnInput, session_start, turn_record, turns_record
 
@@ -286,3 +287,65 @@ def test_it_resolves_what_an_old_store_holds_twice_when_it_migrates(transactiona
     turns = ContextTurn.objects.filter(session_id=session.pk).order_by("seq")
     assert list(turns.values_list("external_id", flat=True)) == ["t1", None]
     assert Session.objects.filter(pk=session.pk).exists()
+
+
+def _lose_race_once(fact: Fact, attempts: list[int]):
+    """An operation that, on its first run only, trips the one-current-row-per-key index the way a
+    concurrent first writer would."""
+
+    def operation() -> int:
+        attempts.append(len(attempts) + 1)
+        if len(attempts) == 1:
+            _raw_copy(fact, status=MemoryStatus.ACTIVE).save()
+        return len(attempts)
+
+    return operation
+
+
+def test_it_runs_a_write_again_when_it_lost_a_race_to_the_key(project_scope):
+    fact = _fact(project_scope, "editor", "vim")
+    attempts: list[int] = []
+
+    answer = atomic_retrying(
+        _lose_race_once(fact, attempts),
+        model=Memory,
+        constraints=("memory_one_active_per_key",),
+        lost="lost",
+    )
+
+    assert (answer, attempts) == (2, [1, 2])
+    assert Fact.objects.filter(predicate="editor").count() == 1
+
+
+def test_it_answers_conflict_after_losing_every_attempt(project_scope):
+    fact = _fact(project_scope, "editor", "vim")
+    attempts: list[int] = []
+
+    def always_loses() -> None:
+        attempts.append(1)
+        _raw_copy(fact, status=MemoryStatus.ACTIVE).save()
+
+    with pytest.raises(Conflict, match="editor kept changing"):
+        atomic_retrying(
+            always_loses,
+            model=Memory,
+            constraints=("memory_one_active_per_key",),
+            lost="editor kept changing",
+        )
+
+    assert len(attempts) == RACE_ATTEMPTS
+
+
+def test_it_lets_other_integrity_errors_through(project_scope):
+    fact = _fact(project_scope, "editor", "vim")
+    attempts: list[int] = []
+
+    with pytest.raises(IntegrityError):
+        atomic_retrying(
+            _lose_race_once(fact, attempts),
+            model=Memory,
+            constraints=("memory_one_live_successor",),
+            lost="lost",
+        )
+
+    assert attempts == [1]
