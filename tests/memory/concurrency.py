@@ -115,6 +115,8 @@ class Server:
 
     def __init__(self, *, tmp_dir: Path, workers: int) -> None:
         self.port = free_port()
+        self.log = tmp_dir / "uvicorn.log"
+        self._log_file = self.log.open("w")
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
             [
@@ -125,8 +127,9 @@ class Server:
             cwd=settings.BASE_DIR,
             env=writer_env(tmp_dir),
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
+            # A file, not a pipe: nobody reads the log while the server runs, and a full pipe
+            # would stall it.
+            stderr=self._log_file,
         )
         self._wait_until_up(workers)
 
@@ -140,7 +143,7 @@ class Server:
                 return
             time.sleep(0.1)
         self.close()
-        raise RuntimeError("uvicorn did not come up")
+        raise RuntimeError(f"uvicorn did not come up:\n{self.log.read_text()[-2000:]}")
 
     def call(self, method: str, path: str, *, key: str, body: dict | None) -> tuple[int, dict]:
         data = json.dumps(body).encode() if body is not None else None
@@ -180,3 +183,4 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self._log_file.close()
