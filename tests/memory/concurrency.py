@@ -45,6 +45,10 @@ def writer_env(tmp_dir: Path) -> dict:
     }
 
 
+# (method, path, API key, JSON body)
+Call = tuple[str, str, str, dict | None]
+
+
 @dataclass(frozen=True)
 class Outcome:
     ok: bool
@@ -103,6 +107,14 @@ class Writers:
                 process.wait()
 
 
+def _json(body: bytes) -> dict:
+    """The answer's JSON; an HTML error page (a 500) is kept as text so the test can show it."""
+    try:
+        return json.loads(body or b"{}")
+    except ValueError:
+        return {"body": body.decode(errors="replace")[:500]}
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -155,25 +167,26 @@ class Server:
                 request.Request(self.base_url + path, data=data, method=method, headers=headers),
                 timeout=60,
             ) as answer:
-                return answer.status, json.loads(answer.read() or b"{}")
+                return answer.status, _json(answer.read())
         except error.HTTPError as answer:
-            return answer.code, json.loads(answer.read() or b"{}")
+            return answer.code, _json(answer.read())
         except (error.URLError, ConnectionError):
             return 0, {}
 
-    def concurrently(
-        self, calls: list[tuple[str, str, str, dict | None]]
-    ) -> list[tuple[int, dict]]:
-        """(method, path, key, body) each from its own thread, released together."""
-        gate = Barrier(len(calls))
+    def concurrently(self, clients: list[list[Call]]) -> list[tuple[int, dict]]:
+        """One thread per client, released together; each sends its calls one after another, as
+        an agent does. Answers in order, client by client. A client per thread (not per call)
+        keeps the open connections within what one PostgreSQL server allows."""
+        gate = Barrier(len(clients))
 
-        def fire(call):
+        def client(calls: list[Call]) -> list[tuple[int, dict]]:
             gate.wait()
-            method, path, key, body = call
-            return self.call(method, path, key=key, body=body)
+            return [
+                self.call(method, path, key=key, body=body) for method, path, key, body in calls
+            ]
 
-        with ThreadPoolExecutor(max_workers=len(calls)) as pool:
-            return list(pool.map(fire, calls))
+        with ThreadPoolExecutor(max_workers=len(clients)) as pool:
+            return [answer for answers in pool.map(client, clients) for answer in answers]
 
     def close(self) -> None:
         if self.process.poll() is None:
