@@ -131,7 +131,11 @@ def database_from_url(url: str, *, sqlite_options: dict) -> dict:
             "HOST": parsed.hostname or "",
             "PORT": str(parsed.port or ""),
             "OPTIONS": options,
-            "CONN_MAX_AGE": 60,
+            # The server is ASGI: each request runs in a thread of its own, so a persistent
+            # connection is never reused, only left open until garbage collection (measured: 80
+            # requests from 8 concurrent clients exhausted PostgreSQL's 100 connections).
+            # Django's advice for ASGI: close at the end of every request.
+            "CONN_MAX_AGE": 0,
         }
     raise ImproperlyConfigured(
         f"TIDELINE_DATABASE_URL scheme {parsed.scheme!r} is not supported (use sqlite or postgres)"

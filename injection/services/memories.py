@@ -3,9 +3,9 @@
 from dataclasses import replace
 
 from memory.models import Fact, MemoryStatus, Narrative, SelfConcept
-from memory.services.errors import InvalidInput
+from memory.services.errors import Conflict, InvalidInput
 from memory.services.facts import FactInput, fact_write
-from memory.services.narratives import NarrativeInput, narrative_write
+from memory.services.narratives import NarrativeInput, edit_refused_message, narrative_write
 from memory.services.self_concept import self_concept_write
 
 NARRATIVE_FIELDS = (
@@ -37,7 +37,7 @@ def narrative_supersede(
     if unknown:
         raise InvalidInput(f"cannot change {sorted(unknown)} on a narrative", field="changes")
     if narrative.status != MemoryStatus.ACTIVE:
-        raise InvalidInput(f"memory {narrative.pk} is {narrative.status}; only active ones change")
+        raise Conflict(edit_refused_message(narrative))
     current = NarrativeInput(
         gesture=narrative.gesture,
         scope_id=narrative.scope_id,
@@ -58,7 +58,8 @@ def narrative_supersede(
 
 def memory_update(*, memory, changes: dict, actor: str, reason: str = "", request_id: str = ""):
     """Change a memory by superseding it with an edited copy: facts by writing the new value under
-    the same stable key, self-concept by a new version, narratives by narrative_supersede."""
+    the same stable key, self-concept by a new version, narratives by narrative_supersede. Each is
+    written only while the edited row is still current; otherwise Conflict names its state."""
     child = memory.child
     if not changes:
         raise InvalidInput("nothing to change", field="changes")
@@ -66,7 +67,7 @@ def memory_update(*, memory, changes: dict, actor: str, reason: str = "", reques
         if set(changes) - {"value", "summary", "confidence", "importance"}:
             raise InvalidInput("a fact's value, summary, confidence or importance can change")
         if child.status != MemoryStatus.ACTIVE:
-            raise InvalidInput(f"memory {child.pk} is {child.status}; only active ones change")
+            raise Conflict(edit_refused_message(child))
         return fact_write(
             data=FactInput(
                 scope_id=child.scope_id,
@@ -80,6 +81,7 @@ def memory_update(*, memory, changes: dict, actor: str, reason: str = "", reques
                 importance=changes.get("importance", child.importance),
                 pinned=child.pinned,
                 secret=child.secret,
+                supersedes_id=child.pk,
             ),
             actor=actor,
             reason=reason or f"edit of fact #{child.pk}",
@@ -88,9 +90,12 @@ def memory_update(*, memory, changes: dict, actor: str, reason: str = "", reques
     if isinstance(child, SelfConcept):
         if set(changes) != {"content"}:
             raise InvalidInput("a self-concept change carries only content", field="changes")
+        if child.status != MemoryStatus.ACTIVE:
+            raise Conflict(edit_refused_message(child))
         return self_concept_write(
             field=child.field,
             content=changes["content"],
+            supersedes_id=child.pk,
             actor=actor,
             reason=reason,
             request_id=request_id,

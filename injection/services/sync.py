@@ -10,10 +10,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from memory.models import ContextTurn, Session
-from memory.services.errors import InvalidInput
 from memory.services.timeline import TurnInput, session_start, turns_record
-
-EXTERNAL_ID_KEY = "external_id"
 
 
 @dataclass(frozen=True)
@@ -68,29 +65,16 @@ def session_captured(session: Session) -> bool:
 def turns_sync(
     *, session: Session, turns: list[TurnInput], actor: str, request_id: str = ""
 ) -> SyncResult:
-    """Record the turns this session does not hold yet (by the runtime's turn id when given)."""
+    """Record the turns this session does not hold yet (by the runtime's turn id when given). The
+    known ids are read inside the write transaction (turns_record), so identical concurrent
+    batches store each turn once."""
     if not session_captured(session):
         return SyncResult(session=session, recorded=[], skipped=len(turns), captured=False)
-    known = {
-        meta.get(EXTERNAL_ID_KEY)
-        for meta in session.turns.exclude(meta={}).values_list("meta", flat=True)
-        if isinstance(meta, dict)
-    }
-    new = []
-    for turn in turns:
-        external_id = (turn.meta or {}).get(EXTERNAL_ID_KEY)
-        if external_id is not None:
-            if not isinstance(external_id, str) or len(external_id) > 200:
-                raise InvalidInput("a turn's external_id must be a string of ≤ 200 characters")
-            if external_id in known:
-                continue
-            known.add(external_id)
-        new.append(turn)
     recorded = (
-        turns_record(session_id=session.pk, turns=new, actor=actor, request_id=request_id)
-        if new
+        turns_record(session_id=session.pk, turns=turns, actor=actor, request_id=request_id)
+        if turns
         else []
     )
     return SyncResult(
-        session=session, recorded=recorded, skipped=len(turns) - len(new), captured=True
+        session=session, recorded=recorded, skipped=len(turns) - len(recorded), captured=True
     )

@@ -43,6 +43,14 @@ class EmbeddingStatus(models.TextChoices):
     DISABLED = "disabled", "no embedder configured"
 
 
+def fact_stable_key(*, scope_id: int, profile_id: int, predicate: str) -> str:
+    return f"fact:{scope_id}:{profile_id}:{predicate}"
+
+
+def self_concept_stable_key(*, field: str) -> str:
+    return f"self_concept:{field}"
+
+
 def one_to_five() -> list:
     return [MinValueValidator(1), MaxValueValidator(5)]
 
@@ -87,12 +95,29 @@ class Memory(models.Model):
         max_length=16, choices=EmbeddingStatus.choices, default=EmbeddingStatus.PENDING
     )
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
+    # The key under which at most one row may be current ("fact:<scope>:<profile>:<predicate>",
+    # "self_concept:<field>"); empty for kinds that have none. It lives on the parent because the
+    # status does, so one partial unique index can hold the invariant on every database.
+    stable_key = models.CharField(max_length=200, null=True, blank=True, editable=False)
 
     class Meta:
         verbose_name_plural = "memories"
         indexes = [
             models.Index(fields=["scope", "status"], name="memory_scope_status"),
             models.Index(fields=["memory_type", "status"], name="memory_type_status"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["stable_key"],
+                condition=models.Q(status="active"),
+                name="memory_one_active_per_key",
+            ),
+            # An edit chain never forks: a row has at most one live successor.
+            models.UniqueConstraint(
+                fields=["supersedes"],
+                condition=models.Q(status__in=["active", "candidate"]),
+                name="memory_one_live_successor",
+            ),
         ]
         ordering = ["-recorded_at"]
 
@@ -101,10 +126,14 @@ class Memory(models.Model):
 
     def save(self, *args, **kwargs) -> None:
         self.search_text = self.compose_search_text()
+        self.stable_key = self.compose_stable_key()
         super().save(*args, **kwargs)
 
     def compose_search_text(self) -> str:
         return self.summary
+
+    def compose_stable_key(self) -> str | None:
+        return self.stable_key
 
     @property
     def is_current(self) -> bool:
@@ -203,6 +232,11 @@ class Fact(Memory):
     def compose_search_text(self) -> str:
         return f"{self.summary}\n{self.value}"
 
+    def compose_stable_key(self) -> str:
+        return fact_stable_key(
+            scope_id=self.scope_id, profile_id=self.profile_id, predicate=self.predicate
+        )
+
     def clean(self) -> None:
         if len(self.value) > FACT_VALUE_MAX_CHARS:
             raise ValidationError(
@@ -228,6 +262,9 @@ class SelfConcept(Memory):
 
     def compose_search_text(self) -> str:
         return self.content
+
+    def compose_stable_key(self) -> str:
+        return self_concept_stable_key(field=self.field)
 
 
 class NarrativeTag(models.Model):

@@ -58,6 +58,8 @@ class ContextTurn(models.Model):
     occurred_at = models.DateTimeField(default=timezone.now, db_index=True)
     recorded_at = models.DateTimeField(default=timezone.now)
     meta = models.JSONField(default=dict, blank=True)
+    # The runtime's own id for the turn, so a re-sent transcript never stores a turn twice.
+    external_id = models.CharField(max_length=200, null=True, blank=True)
     embedding = models.BinaryField(null=True, blank=True, editable=False)
     embedding_model = models.CharField(max_length=120, blank=True, editable=False)
     embedding_status = models.CharField(
@@ -66,7 +68,12 @@ class ContextTurn(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["session", "seq"], name="turn_session_seq_unique")
+            models.UniqueConstraint(fields=["session", "seq"], name="turn_session_seq_unique"),
+            models.UniqueConstraint(
+                fields=["session", "external_id"],
+                condition=models.Q(external_id__isnull=False),
+                name="turn_session_external_unique",
+            ),
         ]
         indexes = [models.Index(fields=["scope", "occurred_at"], name="turn_scope_time")]
         ordering = ["session", "seq"]

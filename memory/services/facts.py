@@ -3,7 +3,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from memory.models import (
@@ -12,6 +11,7 @@ from memory.models import (
     ExpiredBy,
     Fact,
     FactKind,
+    Memory,
     MemoryStatus,
     Profile,
     ProfileKind,
@@ -31,9 +31,10 @@ from memory.services.consolidation import (
     valid_q,
 )
 from memory.services.embedding import embedding_schedule
-from memory.services.errors import InvalidInput
+from memory.services.errors import Conflict, InvalidInput
 from memory.services.evidence import evidence_link, evidence_validate
 from memory.services.gate import GateVerdict, gate_check
+from memory.services.races import atomic_retrying
 from memory.services.scopes import scope_validate
 
 _PREDICATE = re.compile(PREDICATE_PATTERN)
@@ -56,6 +57,8 @@ class FactInput:
     pinned: bool = False
     secret: bool = False
     source_turn_ids: list[int] = field(default_factory=list)
+    # An edit of this row: written only while it is still the key's current value.
+    supersedes_id: int | None = None
 
 
 def fact_validate(data: FactInput) -> None:
@@ -104,6 +107,14 @@ def profile_ensure(*, scope_id: int, name: str, kind: str) -> Profile:
         scope_id=scope_id, name=name.strip(), defaults={"kind": kind}
     )
     return profile
+
+
+def _profile_locked(*, scope_id: int, name: str, kind: str) -> Profile:
+    """The profile, locked until the transaction ends: writers of facts about one profile take
+    turns, so each reads the current row its successor will replace (a no-op on SQLite, whose
+    IMMEDIATE transactions already take turns)."""
+    profile = profile_ensure(scope_id=scope_id, name=name, kind=kind)
+    return Profile.objects.select_for_update().get(pk=profile.pk)
 
 
 def fact_current(*, scope_id: int, profile_id: int, predicate: str) -> Fact | None:
@@ -168,19 +179,26 @@ def fact_prepare(*, data: FactInput, use_llm: bool | None = None) -> PreparedFac
     return PreparedFact(data=data, scope=scope, value=value, depends_on=depends_on, verdict=verdict)
 
 
-def _supersede(old: Fact, new: Fact, *, at: datetime) -> None:
+def _retire(old: Fact, *, at: datetime) -> None:
+    """The old row stops being current before its successor becomes current, so the key never
+    has two active rows, not even inside the transaction."""
     old.status = MemoryStatus.SUPERSEDED
     old.expired_by = ExpiredBy.SUPERSEDED
     old.valid_to = at
+    old.save(update_fields=["status", "expired_by", "valid_to", "updated_at"])
+
+
+def _link(old: Fact, new: Fact) -> None:
     old.superseded_by = new
-    old.save(update_fields=["status", "expired_by", "valid_to", "superseded_by", "updated_at"])
+    old.save(update_fields=["superseded_by", "updated_at"])
 
 
 def _restated(
-    *, target: Fact, prepared: PreparedFact, now: datetime
+    *, target: Fact, prepared: PreparedFact, now: datetime, displaced: Fact | None = None
 ) -> tuple[Decision, dict, dict]:
     """The incoming observation supports a stored row: it absorbs the evidence and confidence,
-    and restarts its TTL. Returns (decision, before, after)."""
+    and restarts its TTL. A candidate promoted by it retires `displaced` (the key's current row)
+    first. Returns (decision, before, after)."""
     data = prepared.data
     before = {
         "status": target.status,
@@ -204,6 +222,10 @@ def _restated(
             decision = Decision.PROMOTE
             target.status = MemoryStatus.ACTIVE
             fields.append("status")
+            if displaced is not None:
+                _retire(displaced, at=now)
+                target.supersedes = displaced
+                fields.append("supersedes")
     target.save(update_fields=fields)
     evidence_link(memory=target, turn_ids=data.source_turn_ids)
     after = {
@@ -240,7 +262,7 @@ def fact_commit(
     data, scope, value = prepared.data, prepared.scope, prepared.value
     now = timezone.now()
     valid_from = data.valid_from or now
-    profile = profile_ensure(scope_id=scope.pk, name=data.profile_name, kind=data.profile_kind)
+    profile = _profile_locked(scope_id=scope.pk, name=data.profile_name, kind=data.profile_kind)
     fact = Fact(
         scope=scope,
         profile=profile,
@@ -281,6 +303,8 @@ def fact_commit(
         return fact
 
     current = fact_current(scope_id=scope.pk, profile_id=profile.pk, predicate=data.predicate)
+    if data.supersedes_id is not None and (current is None or current.pk != data.supersedes_id):
+        raise Conflict(_edit_lost(edited_id=data.supersedes_id, current=current))
     if current is not None and text_normalise(current.value) == text_normalise(value):
         decision, before, after = _restated(target=current, prepared=prepared, now=now)
         audit_record(
@@ -303,12 +327,12 @@ def fact_commit(
         scope_id=scope.pk, profile_id=profile.pk, predicate=data.predicate, value=value
     )
     if pending is not None:
-        decision, before, after = _restated(target=pending, prepared=prepared, now=now)
+        decision, before, after = _restated(
+            target=pending, prepared=prepared, now=now, displaced=current
+        )
         touched = [pending]
         if decision == Decision.PROMOTE and current is not None:
-            pending.supersedes = current
-            pending.save(update_fields=["supersedes", "updated_at"])
-            _supersede(current, pending, at=now)
+            _link(current, pending)
             touched.append(current)
             after["superseded"] = current.pk
         audit_record(
@@ -333,12 +357,14 @@ def fact_commit(
     candidate = is_candidate(data.confidence)
     fact.status = MemoryStatus.CANDIDATE if candidate else MemoryStatus.ACTIVE
     fact.supersedes = None if candidate else current
-    fact.save()
     before = None
-    touched = [fact]
     if current is not None and not candidate:
         before = {"id": current.pk, "value": current.value, "status": current.status}
-        _supersede(current, fact, at=valid_from)
+        _retire(current, at=valid_from)
+    fact.save()
+    touched = [fact]
+    if before is not None:
+        _link(current, fact)
         touched.append(current)
     evidence_link(memory=fact, turn_ids=data.source_turn_ids)
     audit_record(
@@ -377,8 +403,22 @@ def fact_write(
     support promotes it.
     """
     prepared = fact_prepare(data=data)
-    with transaction.atomic():
-        return fact_commit(prepared=prepared, actor=actor, reason=reason, request_id=request_id)
+    # Two first writers of one key both see no current row; the database lets one in and the
+    # other runs again, now superseding the winner (last writer wins).
+    return atomic_retrying(
+        lambda: fact_commit(prepared=prepared, actor=actor, reason=reason, request_id=request_id),
+        model=Memory,
+        constraints=("memory_one_active_per_key", "memory_one_live_successor"),
+        lost=f"{data.predicate} kept changing under this write; try again",
+    )
+
+
+def _edit_lost(*, edited_id: int, current: Fact | None) -> str:
+    state = Memory.objects.filter(pk=edited_id).values_list("status", flat=True).first()
+    now = f"#{current.pk} ({current.value})" if current is not None else "none"
+    return (
+        f"fact #{edited_id} is {state or 'unknown'}, no longer current; the current value is {now}"
+    )
 
 
 def facts_as_of(

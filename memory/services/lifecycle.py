@@ -9,9 +9,12 @@ from django.utils import timezone
 
 from memory.models import Actor, AuditAction, ExpiredBy, Memory, MemoryStatus
 from memory.services.audit import audit_record
-from memory.services.errors import InvalidInput, NotFound
+from memory.services.errors import Conflict, InvalidInput, NotFound
+from memory.services.races import atomic_retrying
 
 RESTORABLE = (MemoryStatus.EXPIRED, MemoryStatus.REJECTED, MemoryStatus.CANDIDATE)
+# Expiring these again would rewrite how they ended: a superseded row would claim to be expired.
+ENDED = (MemoryStatus.SUPERSEDED, MemoryStatus.EXPIRED)
 
 
 def _locked(memory_id: int) -> Memory:
@@ -33,8 +36,8 @@ def memory_expire(
         raise InvalidInput(f"expired_by must be one of {ExpiredBy.values}", field="expired_by")
     with transaction.atomic():
         memory = _locked(memory_id)
-        if memory.status == MemoryStatus.EXPIRED:
-            raise InvalidInput(f"memory {memory_id} is already expired")
+        if memory.status in ENDED:
+            raise Conflict(_ended_message(memory))
         before = {"status": memory.status, "expired_by": memory.expired_by}
         memory.status = MemoryStatus.EXPIRED
         memory.expired_by = expired_by
@@ -52,33 +55,62 @@ def memory_expire(
     return memory
 
 
+def _ended_message(memory: Memory) -> str:
+    if memory.status == MemoryStatus.SUPERSEDED:
+        successor = f" by #{memory.superseded_by_id}" if memory.superseded_by_id else ""
+        return f"memory #{memory.pk} is already superseded{successor}; expire the current version"
+    return f"memory #{memory.pk} is already expired ({memory.expired_by or 'no reason recorded'})"
+
+
 def memory_restore(
     *, memory_id: int, actor: str = Actor.OWNER, reason: str = "", request_id: str = ""
 ) -> Memory:
     """Bring an expired, rejected or candidate memory back to active. A superseded memory is not
-    restored this way: write the old value again so the supersede chain stays truthful."""
-    with transaction.atomic():
-        memory = _locked(memory_id)
-        if memory.status not in RESTORABLE:
-            raise InvalidInput(
-                f"memory {memory_id} is {memory.status}; only {', '.join(RESTORABLE)} can be restored"
-            )
-        before = {"status": memory.status, "expired_by": memory.expired_by, "valid_to": None}
-        if memory.valid_to:
-            before["valid_to"] = memory.valid_to.isoformat()
-        memory.status = MemoryStatus.ACTIVE
-        memory.expired_by = ""
-        memory.valid_to = None
-        memory.save(update_fields=["status", "expired_by", "valid_to", "updated_at"])
-        audit_record(
-            actor=actor,
-            action=AuditAction.RESTORE,
-            target=memory,
-            reason=reason or "restored",
-            before=before,
-            after={"status": memory.status},
-            request_id=request_id,
+    restored this way: write the old value again so the supersede chain stays truthful. A row
+    whose key has another current value stays as it is (Conflict): one current value per key."""
+    return atomic_retrying(
+        lambda: _restore(memory_id=memory_id, actor=actor, reason=reason, request_id=request_id),
+        model=Memory,
+        constraints=("memory_one_active_per_key", "memory_one_live_successor"),
+        lost=f"memory #{memory_id} cannot be restored: its key or edit chain has a current row",
+        attempts=1,
+    )
+
+
+def _restore(*, memory_id: int, actor: str, reason: str, request_id: str) -> Memory:
+    memory = _locked(memory_id)
+    if memory.status not in RESTORABLE:
+        raise InvalidInput(
+            f"memory {memory_id} is {memory.status}; only {', '.join(RESTORABLE)} can be restored"
         )
+    current = (
+        Memory.objects.filter(stable_key=memory.stable_key, status=MemoryStatus.ACTIVE)
+        .exclude(pk=memory.pk)
+        .values_list("pk", flat=True)
+        .first()
+        if memory.stable_key
+        else None
+    )
+    if current is not None:
+        raise Conflict(
+            f"memory #{memory_id} cannot be restored: #{current} is the current value of its key"
+        )
+    before = {"status": memory.status, "expired_by": memory.expired_by, "valid_to": None}
+    if memory.valid_to:
+        before["valid_to"] = memory.valid_to.isoformat()
+    memory.status = MemoryStatus.ACTIVE
+    memory.expired_by = ""
+    memory.valid_to = None
+    memory.save(update_fields=["status", "expired_by", "valid_to", "updated_at"])
+    audit_record(
+        actor=actor,
+        action=AuditAction.RESTORE,
+        target=memory,
+        reason=reason or "restored",
+        before=before,
+        after={"status": memory.status},
+        request_id=request_id,
+    )
     return memory
 
 

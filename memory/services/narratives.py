@@ -2,13 +2,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
-from django.db import models, transaction
+from django.db import models
 from django.utils import timezone
 
 from memory.models import (
     Actor,
     AuditAction,
     ExpiredBy,
+    Memory,
     MemoryStatus,
     MemoryType,
     Narrative,
@@ -30,9 +31,10 @@ from memory.services.consolidation import (
     statuses,
 )
 from memory.services.embedding import embedding_schedule
-from memory.services.errors import InvalidInput
+from memory.services.errors import Conflict, InvalidInput
 from memory.services.evidence import evidence_link, evidence_validate
 from memory.services.gate import GateVerdict, gate_check
+from memory.services.races import atomic_retrying
 from memory.services.scopes import scope_validate
 from memory.services.weights import (
     NO_TAGS_RECURRENCE,
@@ -227,16 +229,15 @@ def narrative_prepare(*, data: NarrativeInput, use_llm: bool | None = None) -> P
     scope = scope_validate(scope_id=data.scope_id)
     evidence_validate(turn_ids=data.source_turn_ids, scope_id=data.scope_id)
     depends_on = depends_on_validate(data.depends_on)
-    if (
-        data.supersedes_id is not None
-        and not Narrative.objects.filter(
-            pk=data.supersedes_id, scope_id=scope.pk, status=MemoryStatus.ACTIVE
-        ).exists()
-    ):
-        raise InvalidInput(
-            f"narrative {data.supersedes_id} is not an active narrative in this scope",
-            field="supersedes_id",
-        )
+    if data.supersedes_id is not None:
+        edited = Narrative.objects.filter(pk=data.supersedes_id, scope_id=scope.pk).first()
+        if edited is None:
+            raise InvalidInput(
+                f"narrative {data.supersedes_id} is not an active narrative in this scope",
+                field="supersedes_id",
+            )
+        if edited.status != MemoryStatus.ACTIVE:
+            raise Conflict(edit_refused_message(edited))
     tags = list(dict.fromkeys(tag.strip() for tag in data.tags))
     if use_llm is None:
         use_llm = settings.TIDELINE_GATE_USE_LLM
@@ -256,6 +257,26 @@ def narrative_prepare(*, data: NarrativeInput, use_llm: bool | None = None) -> P
         verdict=verdict,
         embedded=embedded,
     )
+
+
+def edit_refused_message(memory: Memory) -> str:
+    """Why an edit of `memory` cannot be written, naming its current state."""
+    state = memory.status
+    if memory.superseded_by_id is not None:
+        state += f" by #{memory.superseded_by_id}; edit that version instead"
+    elif memory.expired_by:
+        state += f" ({memory.expired_by})"
+    return f"memory #{memory.pk} is {state}; only the current version can be edited"
+
+
+def _edit_target_locked(memory_id: int) -> Narrative:
+    """The narrative being edited, locked for this transaction and re-checked: a concurrent edit
+    that committed first has made it superseded, and this one is refused (Conflict), so an edit
+    chain never forks."""
+    target = Memory.objects.select_for_update().filter(pk=memory_id).first()
+    if target is None or target.status != MemoryStatus.ACTIVE:
+        raise Conflict(edit_refused_message(target) if target else f"memory #{memory_id} is gone")
+    return Narrative.objects.get(pk=memory_id)
 
 
 def _merge(*, match: Match, prepared: PreparedNarrative, actor: str, reason: str, request_id: str):
@@ -345,7 +366,7 @@ def narrative_commit(
     narrative.weight = narrative_reweigh(narrative)
     old = None
     if data.supersedes_id is not None and live:
-        old = Narrative.objects.get(pk=data.supersedes_id)
+        old = _edit_target_locked(data.supersedes_id)
         narrative.supersedes = old
     narrative.save()
     NarrativeTag.objects.bulk_create(
@@ -403,7 +424,11 @@ def narrative_write(
     narrative_commit). Gate and embedding run before the transaction opens; everything that
     writes runs inside one."""
     prepared = narrative_prepare(data=data)
-    with transaction.atomic():
-        return narrative_commit(
+    return atomic_retrying(
+        lambda: narrative_commit(
             prepared=prepared, actor=actor, reason=reason, request_id=request_id
-        )
+        ),
+        model=Memory,
+        constraints=("memory_one_live_successor",),
+        lost=f"narrative #{data.supersedes_id} was edited concurrently; edit the current version",
+    )

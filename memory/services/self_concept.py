@@ -1,17 +1,19 @@
-from django.db import transaction
 from django.utils import timezone
 
 from memory.models import (
     Actor,
     AuditAction,
     ExpiredBy,
+    Memory,
     MemoryStatus,
+    Scope,
     SelfConcept,
     SelfConceptField,
 )
 from memory.services.audit import audit_record
 from memory.services.embedding import embedding_schedule
-from memory.services.errors import InvalidInput
+from memory.services.errors import Conflict, InvalidInput
+from memory.services.races import atomic_retrying
 from memory.services.scopes import scope_global
 
 SELF_CONCEPT_MAX_CHARS = 4000
@@ -26,10 +28,17 @@ def self_concept_current(*, field: str) -> SelfConcept | None:
 
 
 def self_concept_write(
-    *, field: str, content: str, actor: str = Actor.AGENT, reason: str = "", request_id: str = ""
+    *,
+    field: str,
+    content: str,
+    supersedes_id: int | None = None,
+    actor: str = Actor.AGENT,
+    reason: str = "",
+    request_id: str = "",
 ) -> SelfConcept:
     """Write a new version of one self-concept field. The previous version is superseded, never
-    overwritten, so the history of who the agent thought it was stays readable."""
+    overwritten, so the history of who the agent thought it was stays readable. An edit of one
+    version (`supersedes_id`) is written only while that version is still current."""
     if field not in SelfConceptField.values:
         raise InvalidInput(f"field must be one of {SelfConceptField.values}", field="field")
     content = (content or "").strip()
@@ -40,44 +49,71 @@ def self_concept_write(
             f"self-concept content is longer than {SELF_CONCEPT_MAX_CHARS} characters",
             field="content",
         )
-    now = timezone.now()
-    with transaction.atomic():
-        current = self_concept_current(field=field)
-        if current is not None and current.content == content:
-            audit_record(
-                actor=actor,
-                action=AuditAction.SKIP,
-                target=current,
-                reason=reason or "same self-concept already current",
-                request_id=request_id,
-            )
-            return current
-        version = SelfConcept(
-            scope=scope_global(),
+    return atomic_retrying(
+        lambda: _commit(
             field=field,
             content=content,
-            summary=f"[自我·{field}] {content}"[:500],
-            valid_from=now,
-            supersedes=current,
-            importance=4,
+            supersedes_id=supersedes_id,
+            actor=actor,
+            reason=reason,
+            request_id=request_id,
+        ),
+        model=Memory,
+        constraints=("memory_one_active_per_key", "memory_one_live_successor"),
+        lost=f"self-concept {field} kept changing under this write; try again",
+    )
+
+
+def _commit(
+    *, field: str, content: str, supersedes_id: int | None, actor: str, reason: str, request_id: str
+) -> SelfConcept:
+    now = timezone.now()
+    scope = scope_global()
+    # Writers of the self-concept take turns on the global scope's row (a no-op on SQLite, whose
+    # IMMEDIATE transactions already take turns), so each supersedes the version it read.
+    Scope.objects.select_for_update().filter(pk=scope.pk).first()
+    current = self_concept_current(field=field)
+    if supersedes_id is not None and (current is None or current.pk != supersedes_id):
+        state = Memory.objects.filter(pk=supersedes_id).values_list("status", flat=True).first()
+        raise Conflict(
+            f"self-concept #{supersedes_id} is {state or 'unknown'}, no longer current; the "
+            f"current {field} is " + (f"#{current.pk}" if current is not None else "none")
         )
-        version.save()
-        if current is not None:
-            current.status = MemoryStatus.SUPERSEDED
-            current.expired_by = ExpiredBy.SUPERSEDED
-            current.valid_to = now
-            current.superseded_by = version
-            current.save(
-                update_fields=["status", "expired_by", "valid_to", "superseded_by", "updated_at"]
-            )
+    if current is not None and current.content == content:
         audit_record(
             actor=actor,
-            action=AuditAction.INVALIDATE if current else AuditAction.INSERT,
-            target=version,
-            reason=reason or f"self-concept {field} updated",
-            before={"id": current.pk, "content": current.content} if current else None,
-            after={"content": content},
+            action=AuditAction.SKIP,
+            target=current,
+            reason=reason or "same self-concept already current",
             request_id=request_id,
         )
-        embedding_schedule(memory_ids=[version.pk])
+        return current
+    if current is not None:
+        current.status = MemoryStatus.SUPERSEDED
+        current.expired_by = ExpiredBy.SUPERSEDED
+        current.valid_to = now
+        current.save(update_fields=["status", "expired_by", "valid_to", "updated_at"])
+    version = SelfConcept(
+        scope=scope,
+        field=field,
+        content=content,
+        summary=f"[自我·{field}] {content}"[:500],
+        valid_from=now,
+        supersedes=current,
+        importance=4,
+    )
+    version.save()
+    if current is not None:
+        current.superseded_by = version
+        current.save(update_fields=["superseded_by", "updated_at"])
+    audit_record(
+        actor=actor,
+        action=AuditAction.INVALIDATE if current else AuditAction.INSERT,
+        target=version,
+        reason=reason or f"self-concept {field} updated",
+        before={"id": current.pk, "content": current.content} if current else None,
+        after={"content": content},
+        request_id=request_id,
+    )
+    embedding_schedule(memory_ids=[version.pk])
     return version

@@ -1,7 +1,7 @@
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -9,10 +9,14 @@ from memory.models import Actor, AuditAction, ContextTurn, Session, SessionOrigi
 from memory.services.audit import audit_record
 from memory.services.embedding import embedding_schedule
 from memory.services.errors import InvalidInput
+from memory.services.races import atomic_retrying, constraint_violated
 from memory.services.scopes import scope_validate
 
 TURN_MAX_CHARS = 100_000
+TURN_EXTERNAL_ID_MAX_CHARS = 200
 ROLES = ("user", "assistant", "system", "tool")
+# Where a runtime's own turn id travels in TurnInput.meta (and stays, next to the column).
+EXTERNAL_ID_KEY = "external_id"
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,11 @@ class TurnInput:
     speaker: str = ""
     occurred_at: datetime | None = None
     meta: dict | None = None
+
+    @property
+    def external_id(self) -> str | None:
+        """The runtime's own id for this turn, if it gave one."""
+        return (self.meta or {}).get(EXTERNAL_ID_KEY) or None
 
 
 def session_start(
@@ -37,7 +46,9 @@ def session_start(
     actor: str = Actor.AGENT,
     request_id: str = "",
 ) -> Session:
-    """Get or open the session (runtime, external_id). Re-opening an existing one changes nothing."""
+    """Get or open the session (runtime, external_id). Re-opening an existing one changes nothing.
+    Safe under concurrency: when several first turns open one session at once, one creates it and
+    the others get it."""
     if not external_id or len(external_id) > 200:
         raise InvalidInput("external_id must be 1–200 characters", field="external_id")
     if origin not in SessionOrigin.values:
@@ -45,27 +56,36 @@ def session_start(
     if delegation_depth < 0:
         raise InvalidInput("delegation_depth must not be negative", field="delegation_depth")
     scope_validate(scope_id=scope_id)
+    # A subagent is whatever the session header says it is: any delegation makes it one.
+    if delegation_depth >= 1:
+        origin = SessionOrigin.SUBAGENT
     with transaction.atomic():
         existing = Session.objects.filter(runtime=runtime, external_id=external_id).first()
+        if existing is None:
+            try:
+                with transaction.atomic():
+                    session = Session.objects.create(
+                        runtime=runtime,
+                        external_id=external_id,
+                        scope_id=scope_id,
+                        cwd=cwd,
+                        origin=origin,
+                        parent_id=parent_id,
+                        delegation_depth=delegation_depth,
+                        started_at=started_at or timezone.now(),
+                    )
+            except IntegrityError as exc:
+                if not constraint_violated(
+                    exc, model=Session, name="session_runtime_external_unique"
+                ):
+                    raise
+                existing = Session.objects.get(runtime=runtime, external_id=external_id)
         if existing is not None:
             if existing.scope_id != scope_id:
                 raise InvalidInput(
                     "this session already belongs to another scope", field="external_id"
                 )
             return existing
-        # A subagent is whatever the session header says it is: any delegation makes it one.
-        if delegation_depth >= 1:
-            origin = SessionOrigin.SUBAGENT
-        session = Session.objects.create(
-            runtime=runtime,
-            external_id=external_id,
-            scope_id=scope_id,
-            cwd=cwd,
-            origin=origin,
-            parent_id=parent_id,
-            delegation_depth=delegation_depth,
-            started_at=started_at or timezone.now(),
-        )
         audit_record(
             actor=actor,
             action=AuditAction.RECORD,
@@ -78,6 +98,14 @@ def session_start(
 
 
 def _validate_turn(turn: TurnInput) -> None:
+    external_id = turn.external_id
+    if external_id is not None and (
+        not isinstance(external_id, str) or len(external_id) > TURN_EXTERNAL_ID_MAX_CHARS
+    ):
+        raise InvalidInput(
+            f"a turn's external_id must be a string of ≤ {TURN_EXTERNAL_ID_MAX_CHARS} characters",
+            field="external_id",
+        )
     if turn.role not in ROLES:
         raise InvalidInput(f"role must be one of {ROLES}", field="role")
     if not turn.content or not turn.content.strip():
@@ -95,49 +123,80 @@ def turns_record(
     actor: str = Actor.AGENT,
     request_id: str = "",
 ) -> list[ContextTurn]:
-    """Append raw turns to a session's timeline, verbatim, with one audit row for the batch."""
+    """Append raw turns to a session's timeline, verbatim, with one audit row for the batch. A turn
+    whose runtime id the session already holds is skipped, so re-sending overlapping history is
+    safe; returns only the turns stored now."""
     if not turns:
         raise InvalidInput("no turns to record", field="turns")
     for turn in turns:
         _validate_turn(turn)
-    session = Session.objects.filter(pk=session_id).first()
-    if session is None:
+    if not Session.objects.filter(pk=session_id).exists():
         raise InvalidInput(f"unknown session {session_id!r}", field="session")
+    return atomic_retrying(
+        lambda: _append(session_id=session_id, turns=turns, actor=actor, request_id=request_id),
+        model=ContextTurn,
+        constraints=("turn_session_seq_unique", "turn_session_external_unique"),
+        lost=f"session {session_id} kept changing under this write; try again",
+    )
+
+
+def _append(
+    *, session_id: int, turns: list[TurnInput], actor: str, request_id: str
+) -> list[ContextTurn]:
+    # The session row is the lock that makes appends take turns: the known ids and the last seq
+    # are read after it is held, so no concurrent batch can slip in between (a no-op on SQLite,
+    # whose IMMEDIATE transactions already take turns).
+    session = Session.objects.select_for_update().get(pk=session_id)
+    wanted = {turn.external_id for turn in turns} - {None}
+    known = set(session.turns.filter(external_id__in=wanted).values_list("external_id", flat=True))
+    new = []
+    for turn in turns:
+        if turn.external_id is not None:
+            if turn.external_id in known:
+                continue
+            known.add(turn.external_id)
+        new.append(turn)
+    if not new:
+        return []
     now = timezone.now()
-    with transaction.atomic():
-        last_seq = session.turns.aggregate(last=Max("seq"))["last"] or 0
-        rows = ContextTurn.objects.bulk_create(
-            [
-                ContextTurn(
-                    session=session,
-                    scope_id=session.scope_id,
-                    seq=last_seq + offset,
-                    role=turn.role,
-                    speaker=turn.speaker,
-                    content=turn.content,
-                    occurred_at=turn.occurred_at or now,
-                    recorded_at=now,
-                    meta=turn.meta or {},
-                )
-                for offset, turn in enumerate(turns, start=1)
-            ]
-        )
-        if rows and rows[0].pk is None:
-            rows = list(session.turns.filter(seq__gt=last_seq).order_by("seq"))
-        audit_record(
-            actor=actor,
-            action=AuditAction.RECORD,
-            target_type="contextturn",
-            target_id=rows[0].pk,
-            reason=f"{len(rows)} turn(s) recorded in session {session}",
-            after={"session_id": session.pk, "turn_ids": [row.pk for row in rows]},
-            request_id=request_id,
-        )
-        embedding_schedule(turn_ids=[row.pk for row in rows])
+    last_seq = session.turns.aggregate(last=Max("seq"))["last"] or 0
+    rows = ContextTurn.objects.bulk_create(
+        [
+            ContextTurn(
+                session=session,
+                scope_id=session.scope_id,
+                seq=last_seq + offset,
+                role=turn.role,
+                speaker=turn.speaker,
+                content=turn.content,
+                occurred_at=turn.occurred_at or now,
+                recorded_at=now,
+                meta=turn.meta or {},
+                external_id=turn.external_id,
+            )
+            for offset, turn in enumerate(new, start=1)
+        ]
+    )
+    if rows and rows[0].pk is None:
+        rows = list(session.turns.filter(seq__gt=last_seq).order_by("seq"))
+    audit_record(
+        actor=actor,
+        action=AuditAction.RECORD,
+        target_type="contextturn",
+        target_id=rows[0].pk,
+        reason=f"{len(rows)} turn(s) recorded in session {session}",
+        after={"session_id": session.pk, "turn_ids": [row.pk for row in rows]},
+        request_id=request_id,
+    )
+    embedding_schedule(turn_ids=[row.pk for row in rows])
     return rows
 
 
 def turn_record(
     *, session_id: int, turn: TurnInput, actor: str = Actor.AGENT, request_id: str = ""
 ) -> ContextTurn:
-    return turns_record(session_id=session_id, turns=[turn], actor=actor, request_id=request_id)[0]
+    """One turn; a turn the session already holds under the same runtime id is returned as is."""
+    rows = turns_record(session_id=session_id, turns=[turn], actor=actor, request_id=request_id)
+    if rows:
+        return rows[0]
+    return ContextTurn.objects.get(session_id=session_id, external_id=turn.external_id)

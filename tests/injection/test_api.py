@@ -318,7 +318,7 @@ def test_it_answers_bad_edits_with_a_message(api, project):
     twice = api.delete(f"/api/v1/memories/{narrative.pk}")
 
     assert unknown.status_code == 422 and "weight" in str(unknown.json()["detail"])
-    assert twice.status_code == 400 and "already expired" in twice.json()["detail"]
+    assert twice.status_code == 409 and "already expired" in twice.json()["detail"]
 
 
 def test_it_answers_every_write_with_the_decision_and_its_reason(api, project):

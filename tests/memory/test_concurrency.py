@@ -1,0 +1,271 @@
+"""The invariants hold under real concurrent writers: separate processes (tests/memory/writer.py)
+and a multi-worker uvicorn server, on whichever database the suite runs (a SQLite file here, the
+PostgreSQL run of tests/memory in CI), all released at one instant."""
+
+from collections import Counter
+
+import pytest
+
+from injection.services.access import apikey_create
+from memory.models import (
+    AuditEvent,
+    ContextTurn,
+    Fact,
+    Memory,
+    MemoryStatus,
+    Narrative,
+    SelfConcept,
+    Session,
+)
+from memory.services.narratives import NarrativeInput, narrative_write
+from tests.memory.concurrency import Server, Writers
+
+WRITERS = 8
+KEYS = 10
+
+
+@pytest.fixture(scope="module")
+def writers(django_db_setup, tmp_path_factory):
+    pool = Writers(count=WRITERS, tmp_dir=tmp_path_factory.mktemp("writers"))
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="module")
+def server(django_db_setup, tmp_path_factory):
+    running = Server(tmp_dir=tmp_path_factory.mktemp("server"), workers=4)
+    yield running
+    running.close()
+
+
+def _errors(outcomes) -> list[str]:
+    return [f"{o.error}: {o.message}" for o in outcomes if not o.ok]
+
+
+def _current_facts(scope) -> Counter:
+    return Counter(
+        Fact.objects.filter(scope=scope, status=MemoryStatus.ACTIVE).values_list(
+            "predicate", flat=True
+        )
+    )
+
+
+def _chain_is_whole(scope, predicate: str) -> bool:
+    """Every superseded row of the key points at its successor, and each successor at it."""
+    rows = {f.pk: f for f in Fact.objects.filter(scope=scope, predicate=predicate)}
+    superseded = [f for f in rows.values() if f.status == MemoryStatus.SUPERSEDED]
+    return all(
+        f.superseded_by_id in rows and rows[f.superseded_by_id].supersedes_id == f.pk
+        for f in superseded
+    )
+
+
+def test_it_keeps_one_current_fact_per_key_under_concurrent_writers(
+    transactional_db, writers, project_scope
+):
+    predicates = [f"pref_{n}" for n in range(KEYS)]
+    outcomes = writers.run(
+        [
+            (
+                "facts_write",
+                {
+                    "scope_id": project_scope.pk,
+                    "writes": [[predicate, f"value {writer}"] for predicate in predicates],
+                },
+            )
+            for writer in range(WRITERS)
+        ]
+    )
+
+    assert _errors(outcomes) == []
+    assert _current_facts(project_scope) == Counter(dict.fromkeys(predicates, 1))
+    assert Fact.objects.filter(scope=project_scope).count() == KEYS * WRITERS
+    assert all(_chain_is_whole(project_scope, predicate) for predicate in predicates)
+
+
+def test_it_keeps_one_current_self_concept_under_concurrent_writers(
+    transactional_db, writers, global_scope
+):
+    outcomes = writers.run(
+        [
+            ("self_concept_write", {"field": "terrain", "contents": [f"{w}.{n}" for n in range(5)]})
+            for w in range(WRITERS)
+        ]
+    )
+
+    versions = SelfConcept.objects.filter(field="terrain")
+    assert _errors(outcomes) == []
+    assert versions.filter(status=MemoryStatus.ACTIVE).count() == 1
+    assert versions.count() == WRITERS * 5
+    assert versions.exclude(supersedes=None).count() == WRITERS * 5 - 1
+
+
+def test_it_stores_each_turn_once_under_identical_concurrent_batches(
+    transactional_db, writers, project_scope
+):
+    batch = [[f"turn-{n}", f"message number {n}"] for n in range(50)]
+    outcomes = writers.run(
+        [
+            ("turns_sync", {"scope_id": project_scope.pk, "session": "same", "turns": batch})
+            for _ in range(WRITERS)
+        ]
+    )
+
+    turns = ContextTurn.objects.filter(session__external_id="same")
+    assert _errors(outcomes) == []
+    assert sum(o.result for o in outcomes) == 50
+    assert turns.count() == 50
+    assert sorted(turns.values_list("seq", flat=True)) == list(range(1, 51))
+    assert set(turns.values_list("external_id", flat=True)) == {t[0] for t in batch}
+
+
+def test_it_opens_one_session_for_concurrent_first_turns(transactional_db, writers, project_scope):
+    outcomes = writers.run(
+        [
+            (
+                "turns_one_by_one",
+                {
+                    "scope_id": project_scope.pk,
+                    "session": "brand-new",
+                    "contents": [f"writer {w} says {n}" for n in range(10)],
+                },
+            )
+            for w in range(WRITERS)
+        ]
+    )
+
+    assert _errors(outcomes) == []
+    assert Session.objects.filter(external_id="brand-new").count() == 1
+    turns = ContextTurn.objects.filter(session__external_id="brand-new")
+    assert turns.count() == WRITERS * 10
+    assert sorted(turns.values_list("seq", flat=True)) == list(range(1, WRITERS * 10 + 1))
+    opened = AuditEvent.objects.filter(target_type="session", reason="session opened")
+    assert opened.count() == 1
+
+
+def test_it_lets_one_of_concurrent_edits_supersede_a_narrative(
+    transactional_db, writers, project_scope
+):
+    original = narrative_write(
+        data=NarrativeInput(gesture="first wording", scope_id=project_scope.pk)
+    )
+
+    outcomes = writers.run(
+        [
+            ("memory_edit", {"memory_id": original.pk, "changes": {"gesture": f"wording {w}"}})
+            for w in range(WRITERS)
+        ]
+    )
+
+    winners = [o for o in outcomes if o.ok]
+    losers = [o for o in outcomes if not o.ok]
+    assert len(winners) == 1
+    assert {o.error for o in losers} == {"Conflict"} and len(losers) == WRITERS - 1
+    assert all(f"superseded by #{winners[0].result}" in o.message for o in losers)
+    successors = Memory.objects.filter(supersedes=original)
+    assert list(successors.values_list("pk", flat=True)) == [winners[0].result]
+    assert Memory.objects.get(pk=original.pk).superseded_by_id == winners[0].result
+    assert Narrative.objects.filter(scope=project_scope, status=MemoryStatus.ACTIVE).count() == 1
+
+
+def _key(scope) -> str:
+    return apikey_create(name="concurrent agent", scope_ids=[scope.pk])[1]
+
+
+def test_it_answers_every_concurrent_fact_write_over_http(transactional_db, server, project_scope):
+    key = _key(project_scope)
+    clients = [
+        [
+            (
+                "POST",
+                "/api/v1/facts",
+                key,
+                {
+                    "scope_id": project_scope.pk,
+                    "profile_name": "user",
+                    "kind": "preference",
+                    "predicate": f"pref_{n}",
+                    "value": f"value {w}",
+                },
+            )
+            for n in range(KEYS)
+        ]
+        for w in range(WRITERS)
+    ]
+
+    answers = server.concurrently(clients)
+
+    assert [answer for answer in answers if answer[0] != 200] == []
+    assert len(answers) == KEYS * WRITERS
+    assert _current_facts(project_scope) == Counter({f"pref_{n}": 1 for n in range(KEYS)})
+
+
+def test_it_stores_each_turn_once_when_a_transcript_is_posted_concurrently(
+    transactional_db, server, project_scope
+):
+    key = _key(project_scope)
+    body = {
+        "scope_id": project_scope.pk,
+        "session_id": "http-same",
+        "turns": [
+            {"role": "user", "content": f"message {n}", "turn_id": f"t{n}"} for n in range(50)
+        ],
+    }
+
+    answers = server.concurrently([[("POST", "/api/v1/turns", key, body)]] * WRITERS)
+
+    assert [answer for answer in answers if answer[0] != 200] == []
+    assert len(answers) == WRITERS
+    assert sum(answer["recorded"] for _, answer in answers) == 50
+    assert ContextTurn.objects.filter(session__external_id="http-same").count() == 50
+
+
+def test_it_records_every_concurrent_first_turn_of_a_new_session_over_http(
+    transactional_db, server, project_scope
+):
+    key = _key(project_scope)
+    clients = [
+        [
+            (
+                "POST",
+                "/api/v1/turn",
+                key,
+                {
+                    "scope_id": project_scope.pk,
+                    "session_id": "http-new",
+                    "content": f"{w} says {n}",
+                },
+            )
+            for n in range(4)
+        ]
+        for w in range(WRITERS)
+    ]
+
+    answers = server.concurrently(clients)
+
+    assert [answer for answer in answers if answer[0] != 200] == []
+    assert len(answers) == WRITERS * 4
+    assert all(answer["recorded"] for _, answer in answers)
+    assert Session.objects.filter(external_id="http-new").count() == 1
+    assert ContextTurn.objects.filter(session__external_id="http-new").count() == WRITERS * 4
+
+
+def test_it_answers_409_to_the_loser_of_two_concurrent_edits_over_http(
+    transactional_db, server, project_scope
+):
+    key = _key(project_scope)
+    original = narrative_write(
+        data=NarrativeInput(gesture="first wording", scope_id=project_scope.pk)
+    )
+    clients = [
+        [("PATCH", f"/api/v1/memories/{original.pk}", key, {"changes": {"gesture": f"edit {w}"}})]
+        for w in range(2)
+    ]
+
+    answers = server.concurrently(clients)
+
+    assert sorted(status for status, _ in answers) == [200, 409]
+    winner = next(answer for status, answer in answers if status == 200)
+    assert list(Memory.objects.filter(supersedes=original).values_list("pk", flat=True)) == [
+        winner["id"]
+    ]
