@@ -133,6 +133,7 @@ class MemoryChanges(NarrativeFields):
     content: str | None = Field(None, min_length=1, max_length=4000)
     confidence: float | None = Field(None, ge=0, le=1)
     depends_on: DependsOn | None = None
+    expires_at: datetime | None = None
     pinned: bool | None = None
     secret: bool | None = None
 

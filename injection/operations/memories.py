@@ -20,7 +20,6 @@ from injection.operations.fields import (
     SearchIn,
 )
 from injection.operations.present import memory_as_dict, turn_as_dict
-from injection.services.memories import memory_update
 from memory.search import memory_search
 from memory.selectors.reads import (
     decision_made,
@@ -33,6 +32,7 @@ from memory.services import lifecycle
 from memory.services.attention import memories_activate
 from memory.services.attribution import fact_attribute, text_attribute
 from memory.services.audit import audit_context_current
+from memory.services.edits import memory_update
 from memory.services.facts import FactInput, fact_write
 from memory.services.narratives import NarrativeInput, narrative_write
 

@@ -138,3 +138,30 @@ def memory_set_pinned(
             request_id=request_id,
         )
     return memory
+
+
+def memory_set_secret(
+    *,
+    memory_id: int,
+    secret: bool,
+    actor: str = Actor.OWNER,
+    reason: str = "",
+    request_id: str = "",
+) -> Memory:
+    """A secret memory is shown to the owner only: never returned to an agent, never sent to an
+    LLM, never injected."""
+    with transaction.atomic():
+        memory = _locked(memory_id)
+        before = memory.secret
+        memory.secret = secret
+        memory.save(update_fields=["secret", "updated_at"])
+        audit_record(
+            actor=actor,
+            action=AuditAction.UPDATE,
+            target=memory,
+            reason=reason or ("marked secret" if secret else "no longer secret"),
+            before={"secret": before},
+            after={"secret": secret},
+            request_id=request_id,
+        )
+    return memory

@@ -421,3 +421,83 @@ def test_it_keeps_a_preference_in_the_project_when_the_key_holds_no_global(proje
 
     assert written["scope_id"] == project.pk
     assert "does not hold" in written["scope_chosen"]["why"]
+
+
+def _patch(api, memory_id, changes):
+    return api.patch(
+        f"/api/v1/memories/{memory_id}",
+        data=json.dumps({"changes": changes}),
+        content_type="application/json",
+    )
+
+
+def test_it_keeps_every_field_an_edit_does_not_change(api, project, tmp_path):
+    written = _post(
+        api,
+        "/api/v1/narratives",
+        {
+            "scope_id": project.pk,
+            "gesture": "moved the search index to trigram tables",
+            "depends_on": [f"path:{tmp_path}"],
+            "tags": ["search"],
+            "importance": 4,
+            "pinned": True,
+        },
+    ).json()
+
+    edited = _patch(api, written["id"], {"gesture": "moved the search index to FTS5 trigram"})
+
+    assert edited.status_code == 200, edited.json()
+    body = edited.json()
+    assert body["supersedes"] == written["id"]
+    assert body["depends_on"] == [f"path:{tmp_path}"]
+    assert body["tags"] == ["search"] and body["importance"] == 4 and body["pinned"] is True
+    assert "FTS5" in body["summary"] and body["summary"] != written["summary"]
+    old = api.get(f"/api/v1/memories/{written['id']}").json()
+    assert old["status"] == "superseded" and old["superseded_by"] == body["id"]
+
+
+def test_it_applies_create_limits_to_edits(api, project):
+    written = _post(
+        api,
+        "/api/v1/narratives",
+        {"scope_id": project.pk, "gesture": "The team chose zstd level 19"},
+    ).json()
+
+    for changes in ({"importance": 9}, {"tags": "abc"}, {"gesture": "x" * 501}, {"valence": 3}):
+        answer = _patch(api, written["id"], changes)
+        assert answer.status_code == 422, (changes, answer.json())
+    assert Memory.objects.filter(status=MemoryStatus.ACTIVE).count() == 1
+
+
+def test_it_takes_the_secret_flag_and_never_gives_the_memory_back(api, project):
+    secret = _post(
+        api,
+        "/api/v1/facts",
+        {
+            "scope_id": project.pk,
+            "profile_name": "user",
+            "profile_kind": "person",
+            "kind": "fact",
+            "predicate": "door_code",
+            "value": "canary-secret-4471",
+            "secret": True,
+        },
+    ).json()
+    public = _post(
+        api, "/api/v1/narratives", {"scope_id": project.pk, "gesture": "the user said hello"}
+    ).json()
+
+    reads = [
+        api.get(f"/api/v1/memories/{secret['id']}"),
+        api.get(f"/api/v1/memories?scope_id={project.pk}&status="),
+        api.get("/api/v1/search?q=canary-secret-4471 door_code"),
+        api.get("/api/v1/profiles"),
+    ]
+    flagged = _patch(api, public["id"], {"secret": True})
+
+    assert Memory.objects.get(pk=secret["id"]).secret is True
+    assert reads[0].status_code == 404
+    assert all("canary-secret-4471" not in r.content.decode() for r in reads[1:])
+    assert flagged.status_code == 200 and Memory.objects.get(pk=public["id"]).secret is True
+    assert api.get(f"/api/v1/memories/{public['id']}").status_code == 404

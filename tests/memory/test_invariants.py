@@ -6,7 +6,6 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
-from injection.services.memories import memory_update
 from memory.models import (
     AuditEvent,
     ContextTurn,
@@ -17,6 +16,7 @@ from memory.models import (
     SelfConcept,
     Session,
 )
+from memory.services.edits import memory_update
 from memory.services.errors import Conflict
 from memory.services.facts import FactInput, fact_write
 from memory.services.lifecycle import memory_expire, memory_restore

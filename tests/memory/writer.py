@@ -74,8 +74,8 @@ def _turns_one_by_one(*, scope_id: int, session: str, contents: list[str]) -> in
 
 
 def _memory_edit(*, memory_id: int, changes: dict) -> int:
-    from injection.services.memories import memory_update
     from memory.models import Memory
+    from memory.services.edits import memory_update
 
     return memory_update(memory=Memory.objects.get(pk=memory_id), changes=changes, actor="agent").pk
 
