@@ -53,10 +53,9 @@ from memory.models import (
 )
 from memory.services.audit import audit_record
 from memory.services.embedding import vector_from_bytes, vectors_normalise
-from memory.services.narratives import LIVE_STATUSES
+from memory.services.narratives import LIVE_STATUSES, narratives_normalise_inflation
 from memory.services.weights import (
     NO_TAGS_RECURRENCE,
-    inflation_scale,
     recurrence_band,
     weight_compute,
 )
@@ -747,29 +746,12 @@ def recurrence_compute() -> dict[int, int]:
 
 
 def weights_normalise_per_scope() -> dict[int, float]:
-    """The write path's anti-inflation rule applied to each scope's newest weighted narratives, so
-    one project's heavy day never scales down another's weights. {narrative id: new weight}."""
+    """The write path's anti-inflation rule applied to each scope's newest weighted narratives.
+    {narrative id: new weight}."""
     changed: dict[int, float] = {}
-    now = timezone.now()
     live = Narrative.objects.filter(status__in=LIVE_STATUSES, weighted=True)
     for scope_id in sorted(set(live.values_list("scope_id", flat=True))):
-        window = list(
-            live.filter(scope_id=scope_id)
-            .order_by("-recorded_at", "-pk")
-            .values_list("pk", "weight")[: settings.TIDELINE_WEIGHT_INFLATION_WINDOW]
-        )
-        factor = inflation_scale(
-            [weight for _, weight in window],
-            minimum=settings.TIDELINE_WEIGHT_INFLATION_MIN,
-            ceiling=settings.TIDELINE_WEIGHT_INFLATION_CEILING,
-            target=settings.TIDELINE_WEIGHT_INFLATION_TARGET,
-        )
-        if factor == 1.0:
-            continue
-        for pk, weight in window:
-            new_weight = round(max(0.0, min(1.0, weight * factor)), 6)
-            Narrative.objects.filter(pk=pk).update(weight=new_weight, updated_at=now)
-            changed[pk] = new_weight
+        changed.update(narratives_normalise_inflation(scope_id=scope_id))
     return changed
 
 

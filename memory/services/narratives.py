@@ -112,23 +112,28 @@ def tags_normalise(tags: list[str]) -> list[str]:
     return list(dict.fromkeys(tag.strip().lower()[:100] for tag in tags if tag.strip()))
 
 
-def _live_sharing(tags: list[str], *, exclude_id: int | None) -> "models.QuerySet[Narrative]":
-    """Live narratives sharing at least one of `tags`."""
+def _live_sharing(
+    tags: list[str], *, scope_id: int, exclude_id: int | None
+) -> "models.QuerySet[Narrative]":
+    """Live narratives of the same scope sharing at least one of `tags`: recurrence is counted
+    per scope, so one project's habits never weigh another's memories."""
     return (
-        Narrative.objects.filter(status__in=LIVE_STATUSES, tag_rows__tag__in=tags_normalise(tags))
+        Narrative.objects.filter(
+            scope_id=scope_id, status__in=LIVE_STATUSES, tag_rows__tag__in=tags_normalise(tags)
+        )
         .exclude(pk=exclude_id)
         .distinct()
     )
 
 
-def _recurrence_for(tags: list[str], *, exclude_id: int | None) -> int:
+def _recurrence_for(tags: list[str], *, scope_id: int, exclude_id: int | None) -> int:
     if not tags_normalise(tags):
         return NO_TAGS_RECURRENCE
-    return recurrence_band(_live_sharing(tags, exclude_id=exclude_id).count())
+    return recurrence_band(_live_sharing(tags, scope_id=scope_id, exclude_id=exclude_id).count())
 
 
 def narrative_recurrence(narrative: Narrative) -> int:
-    return _recurrence_for(narrative.tags, exclude_id=narrative.pk)
+    return _recurrence_for(narrative.tags, scope_id=narrative.scope_id, exclude_id=narrative.pk)
 
 
 def narrative_reweigh(narrative: Narrative) -> float:
@@ -143,7 +148,9 @@ def narrative_reweigh(narrative: Narrative) -> float:
 def _reband_siblings(narrative: Narrative) -> dict[int, list[float]]:
     """Recompute recurrence and weight of every live narrative sharing a tag with `narrative`."""
     changed: dict[int, list[float]] = {}
-    for sibling in _live_sharing(narrative.tags, exclude_id=narrative.pk):
+    for sibling in _live_sharing(
+        narrative.tags, scope_id=narrative.scope_id, exclude_id=narrative.pk
+    ):
         recurrence = narrative_recurrence(sibling)
         if recurrence == sibling.recurrence:
             continue
@@ -156,11 +163,12 @@ def _reband_siblings(narrative: Narrative) -> dict[int, list[float]]:
     return changed
 
 
-def narratives_normalise_inflation() -> dict[int, float]:
-    """Anti-inflation: if the newest weighted narratives average above the ceiling, scale them so
-    they average the target. Returns {narrative id: new weight} for what changed."""
+def narratives_normalise_inflation(*, scope_id: int) -> dict[int, float]:
+    """Anti-inflation within one scope: if its newest weighted narratives average above the
+    ceiling, scale them so they average the target (one project's heavy day never scales down
+    another's weights). Returns {narrative id: new weight} for what changed."""
     window = list(
-        Narrative.objects.filter(status__in=LIVE_STATUSES, weighted=True)
+        Narrative.objects.filter(scope_id=scope_id, status__in=LIVE_STATUSES, weighted=True)
         .order_by("-recorded_at", "-pk")
         .values_list("pk", "weight")[: settings.TIDELINE_WEIGHT_INFLATION_WINDOW]
     )
@@ -362,7 +370,11 @@ def narrative_commit(
     else:
         narrative.status = MemoryStatus.ACTIVE
     live = narrative.status != MemoryStatus.REJECTED
-    narrative.recurrence = _recurrence_for(tags, exclude_id=None) if live else NO_TAGS_RECURRENCE
+    narrative.recurrence = (
+        _recurrence_for(tags, scope_id=narrative.scope_id, exclude_id=None)
+        if live
+        else NO_TAGS_RECURRENCE
+    )
     narrative.weight = narrative_reweigh(narrative)
     old = None
     if data.supersedes_id is not None and live:
@@ -392,7 +404,7 @@ def narrative_commit(
         old.save(update_fields=["status", "expired_by", "valid_to", "superseded_by", "updated_at"])
         touched.append(old)
     rebanded = _reband_siblings(narrative)
-    normalised = narratives_normalise_inflation()
+    normalised = narratives_normalise_inflation(scope_id=narrative.scope_id)
     narrative.refresh_from_db(fields=["weight"])
     audit_record(
         actor=actor,
