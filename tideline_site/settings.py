@@ -47,6 +47,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # django-ninja's own static files: /api/docs serves Swagger UI from here, not from a CDN.
+    "ninja",
     "memory",
     "dream",
     "injection",
