@@ -71,6 +71,8 @@ if (document.documentElement.scrollWidth > viewport + 1) {
 const label = (el) => (el.textContent || '').trim().slice(0, 40);
 for (const el of document.querySelectorAll('body *')) {
   if (el.closest('details:not([open])') || el.closest('script,style,template,svg')) continue;
+  // Screen-reader-only labels are clipped on purpose.
+  if (el.closest('.visually-hidden')) continue;
   const style = getComputedStyle(el);
   if (style.display === 'none' || style.visibility === 'hidden') continue;
   const box = el.getBoundingClientRect();

@@ -49,7 +49,7 @@ def test_it_expires_a_memory_found_by_its_summary_and_shows_the_audit_entry(
     wait.until(ec.presence_of_element_located((By.ID, "id_username"))).send_keys("owner")
     browser.find_element(By.ID, "id_password").send_keys("tide-pass-1")
     browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-    wait.until(ec.presence_of_element_located((By.ID, "engine-status-link")))
+    wait.until(ec.presence_of_element_located((By.ID, "tl-backlog")))
 
     browser.get(f"{live_server.url}/admin/memory/memory/")
     search = wait.until(ec.presence_of_element_located((By.ID, "searchbar")))
