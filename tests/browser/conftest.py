@@ -1,5 +1,6 @@
 """Debian's Chromium driven by Selenium, and the layout checks every owner-panel page passes."""
 
+import os
 import shutil
 from pathlib import Path
 
@@ -106,9 +107,19 @@ def layout_problems(driver) -> list[str]:
     return driver.execute_script(LAYOUT_PROBLEMS_JS)
 
 
-def screenshot_save(driver, name: str) -> Path:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"{name}.png"
+@pytest.fixture
+def screenshots(tmp_path) -> Path:
+    """Where screenshots go: docs/screenshots/ with TIDELINE_SCREENSHOTS=update (to refresh the
+    README's pictures), else the test's own temporary directory."""
+    if os.environ.get("TIDELINE_SCREENSHOTS") == "update":
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        return SCREENSHOTS
+    return tmp_path
+
+
+def screenshot_save(driver, folder: Path, name: str) -> Path:
+    """The whole page (the window grown to its height), as a PNG."""
+    path = folder / f"{name}.png"
     height = driver.execute_script("return document.documentElement.scrollHeight")
     width = driver.get_window_size()["width"]
     driver.set_window_size(width, min(max(height + 120, 600), 2400))

@@ -1,6 +1,6 @@
 """The owner panel in a real browser at laptop width: the dashboard leads with the owner, list
-pages and the DREAM run page fit the screen, and no label is cut. Screenshots land in
-docs/screenshots/ (shown in the README)."""
+pages and the DREAM run page fit the screen, and no label is cut. With TIDELINE_SCREENSHOTS=update the
+screenshots refresh docs/screenshots/ (shown in the README)."""
 
 import pytest
 from django.test import Client
@@ -34,7 +34,7 @@ def visit(browser, live_server, url: str):
     return browser.find_element(By.ID, "content")
 
 
-def test_it_leads_with_the_owner_on_the_dashboard(owner_browser, live_server):
+def test_it_leads_with_the_owner_on_the_dashboard(owner_browser, live_server, screenshots):
     content = visit(owner_browser, live_server, reverse("admin:index"))
 
     sections = [h.text for h in content.find_elements(By.CSS_SELECTOR, ".tl-card > h2")]
@@ -55,15 +55,15 @@ def test_it_leads_with_the_owner_on_the_dashboard(owner_browser, live_server):
     assert internals.get_attribute("open") is None
     assert not owner_browser.find_elements(By.LINK_TEXT, "View site")
     assert layout_problems(owner_browser) == []
-    screenshot_save(owner_browser, "dashboard")
+    assert screenshot_save(owner_browser, screenshots, "dashboard").stat().st_size > 50_000
 
 
 @pytest.mark.parametrize("model", ["narrative", "fact", "memory", "auditevent"])
-def test_it_fits_list_pages_in_a_laptop_screen(owner_browser, live_server, model):
+def test_it_fits_list_pages_in_a_laptop_screen(owner_browser, live_server, screenshots, model):
     visit(owner_browser, live_server, reverse(f"admin:memory_{model}_changelist"))
 
     if model == "fact":
-        screenshot_save(owner_browser, "facts-list")
+        screenshot_save(owner_browser, screenshots, "facts-list")
     assert layout_problems(owner_browser) == []
     table = owner_browser.find_element(By.ID, "result_list")
     if model != "auditevent":
@@ -78,7 +78,7 @@ def test_it_says_who_deleted_a_memory(owner_browser, live_server, seeded):
     assert "expired · by agent" in row.text and "owner" not in row.text
 
 
-def test_it_shows_a_dream_run_layer_by_layer(owner_browser, live_server, seeded):
+def test_it_shows_a_dream_run_layer_by_layer(owner_browser, live_server, seeded, screenshots):
     visit(
         owner_browser, live_server, reverse("admin:dream_dreamrun_change", args=[seeded["run"].pk])
     )
@@ -91,10 +91,12 @@ def test_it_shows_a_dream_run_layer_by_layer(owner_browser, live_server, seeded)
     assert f"fact ×1: #{seeded['narratives'][0].pk}" in cells["combing"]
     assert "refused by the gate" in cells["combing"] and "3010" in cells["combing"]
     assert layout_problems(owner_browser) == []
-    screenshot_save(owner_browser, "dream-run")
+    screenshot_save(owner_browser, screenshots, "dream-run")
 
 
-def test_it_draws_the_heatmap_on_the_dashboard_with_whole_labels(owner_browser, live_server):
+def test_it_draws_the_heatmap_on_the_dashboard_with_whole_labels(
+    owner_browser, live_server, screenshots
+):
     visit(owner_browser, live_server, reverse("admin:index"))
     picture = owner_browser.find_element(By.CSS_SELECTOR, "#tl-attention")
 
@@ -102,4 +104,4 @@ def test_it_draws_the_heatmap_on_the_dashboard_with_whole_labels(owner_browser, 
     assert any(label.startswith("#0 边界检查") for label in labels)
     assert layout_problems(owner_browser) == []
     owner_browser.execute_script("arguments[0].scrollIntoView()", picture)
-    picture.screenshot(str(screenshot_save.__globals__["SCREENSHOTS"] / "heatmap.png"))
+    picture.screenshot(str(screenshots / "heatmap.png"))
