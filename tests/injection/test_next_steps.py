@@ -85,7 +85,9 @@ def test_it_gives_a_hook_command_that_works_as_printed(live_server, project, pro
     assert "we moved to trigram search" in context
 
 
-def test_it_runs_a_management_command_through_the_cli_in_the_callers_directory(tmp_path):
+def fake_venv(tmp_path) -> Path:
+    """This test run's interpreter dressed as ./tideline's venv, already installed, so the script
+    runs as it does after its first install (without touching the network or .venv)."""
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     python = venv / "bin" / "python"
@@ -93,6 +95,11 @@ def test_it_runs_a_management_command_through_the_cli_in_the_callers_directory(t
     python.chmod(0o755)
     requirements = sorted(settings.BASE_DIR.glob("requirements*.txt"))
     (venv / ".installed-requirements").write_bytes(b"".join(p.read_bytes() for p in requirements))
+    return venv
+
+
+def test_it_runs_a_management_command_through_the_cli_in_the_callers_directory(tmp_path):
+    venv = fake_venv(tmp_path)
     here = tmp_path / "somewhere"
     here.mkdir()
 
@@ -107,3 +114,26 @@ def test_it_runs_a_management_command_through_the_cli_in_the_callers_directory(t
 
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.strip() == str(here)
+
+
+def test_it_ends_the_first_up_with_the_next_steps_and_only_the_first(tmp_path):
+    venv = fake_venv(tmp_path)
+    env = {
+        **os.environ,
+        "TIDELINE_VENV": str(venv),
+        "TIDELINE_DATA_DIR": str(tmp_path / "data"),
+        # A documentation address no interface has: uvicorn cannot bind, so `up` ends right
+        # after its setup steps instead of serving.
+        "TIDELINE_HOST": "192.0.2.1",
+    }
+
+    first, second = (
+        subprocess.run([str(CLI), "up"], capture_output=True, text=True, timeout=120, env=env)
+        for _ in range(2)
+    )
+
+    assert "Tideline owner account created." in first.stdout
+    assert first.stdout.index("password:") < first.stdout.index("Next steps")
+    assert f"{CLI} manage apikey create" in first.stdout
+    assert "Tideline is up" in first.stdout.split("Next steps")[1]
+    assert "Next steps" not in second.stdout and "Tideline is up" in second.stdout
