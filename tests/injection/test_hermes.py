@@ -163,3 +163,26 @@ def test_it_imports_the_session_files_this_hermes_writes(
     lines = report.getvalue().splitlines()
     assert lines[0].startswith("2 session(s): 4 turn(s) imported, 0 already present, 0 file(s)")
     assert lines[1].startswith("2 session(s): 0 turn(s) imported, 4 already present, 0 file(s)")
+
+
+def test_it_keeps_hermes_running_while_tideline_is_down_and_delivers_later(
+    hermes_python, hermes_home, live_server, project, project_dir
+):
+    _, key = apikey_create(name="hermes", scope_ids=[project.pk])
+
+    seen = hermes_run(
+        hermes_python,
+        home=hermes_home,
+        url="http://127.0.0.1:9",
+        key=key,
+        cwd=project_dir,
+        args=["--outage", "h-down", "is the parser fixed?", "yes, since Monday", live_server.url],
+    )
+
+    assert (seen["system_prompt"], seen["prefetched"]) == ("", "")
+    assert seen["down_seconds"] < 20
+    session = Session.objects.get(external_id="h-down")
+    assert [(t.role, t.content) for t in session.turns.order_by("seq")] == [
+        ("user", "is the parser fixed?"),
+        ("assistant", "yes, since Monday"),
+    ]
