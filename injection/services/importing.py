@@ -24,6 +24,8 @@ from memory.services.timeline import TURN_MAX_CHARS, TurnInput
 FORMATS = ("claude", "hermes", "jsonl")
 IMPORTED_ROLES = ("user", "assistant")
 HERMES_STATE_FILE = "state.db"
+# Hermes writes request dumps for debugging next to its session snapshots; they are not sessions.
+HERMES_DEBUG_DUMP_PREFIX = "request_dump_"
 
 
 @dataclass
@@ -83,6 +85,8 @@ def hermes_parse(path: Path) -> Iterator[ParsedSession]:
     session_id, session_start, messages without timestamps or cwd)."""
     if path.suffix == ".db":
         yield from hermes_state_parse(path)
+        return
+    if path.name.startswith(HERMES_DEBUG_DUMP_PREFIX):
         return
     data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):

@@ -35,6 +35,12 @@ def main(session_id: str, agent_context: str, query: str, answer: str, search: s
     ]
     manager.on_session_end(messages)
     found = json.loads(manager.handle_tool_call("tideline_search", {"query": search}))
+    wrote = json.loads(
+        manager.handle_tool_call(
+            "tideline_write_fact",
+            {"profile_name": "user", "kind": "preference", "predicate": "editor", "value": "helix"},
+        )
+    )
     tools = sorted(manager.get_all_tool_names())
     schema = [field["key"] for field in provider.get_config_schema()]
     manager.shutdown_all()
@@ -44,6 +50,7 @@ def main(session_id: str, agent_context: str, query: str, answer: str, search: s
         "system_prompt": system_prompt,
         "prefetched": prefetched,
         "search": found,
+        "wrote": wrote,
         "tools": tools,
         "config_schema": schema,
     }

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.core.management import call_command
 
 from injection.services.access import apikey_create
-from memory.models import ContextTurn, Session
+from memory.models import ContextTurn, Fact, Session
 from tests.conftest import service_required
 from tests.injection.conftest import narrative_seed, weights_set
 
@@ -100,6 +100,8 @@ def test_it_runs_a_hermes_session_injected_and_stored(
         seen["tools"]
     )
     assert seen["config_schema"] == ["api_key", "url", "cwd"]
+    editor = Fact.objects.get(pk=seen["wrote"]["id"])
+    assert (editor.predicate, editor.value, editor.scope_id) == ("editor", "helix", project.pk)
     session = Session.objects.get(external_id="h-live")
     assert (session.runtime, session.scope_id) == ("hermes", project.pk)
     assert [(t.role, t.content) for t in session.turns.order_by("seq")] == [
@@ -125,6 +127,8 @@ def test_it_captures_nothing_in_a_subagent_context(
     )
 
     assert seen["system_prompt"] == "" and seen["prefetched"] == ""
+    assert "does not write" in seen["wrote"]["error"]
+    assert not Fact.objects.filter(predicate="editor").exists()
     assert not Session.objects.filter(external_id="h-child").exists()
     assert not ContextTurn.objects.filter(session__external_id="h-child").exists()
 
@@ -141,6 +145,10 @@ def test_it_imports_the_session_files_this_hermes_writes(
         env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "HERMES_HOME": str(out)},
     )
     assert written.returncode == 0, written.stderr
+    # Hermes' debug request dumps share the sessions folder; they are not sessions.
+    (out / "sessions" / "request_dump_20261201_100000_bbbbbb_1.json").write_text(
+        json.dumps({"reason": "max_retries", "request": {"body": {"messages": []}}})
+    )
     report = StringIO()
 
     call_command(
