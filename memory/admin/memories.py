@@ -294,8 +294,8 @@ class SupersedeForm(forms.Form):
 class FactAdmin(MemoryAdminBase):
     list_display = (
         "summary_line",
-        "kind",
-        "profile",
+        "kind_short",
+        "profile_line",
         "status_line",
         "pinned",
         "valid_line",
@@ -308,10 +308,22 @@ class FactAdmin(MemoryAdminBase):
     main_fields = ("profile", "kind", "value", "supersede_link")
     extra_raw_fields = ("predicate",)
 
-    @admin.display(description="有效 · valid", ordering="valid_from")
+    @admin.display(description="有效 · valid since", ordering="valid_from")
     def valid_line(self, fact: Fact) -> str:
         since = short_date(fact.valid_from)
-        return f"{since} → {short_date(fact.valid_to)}" if fact.valid_to else f"since {since}"
+        return f"{since} → {short_date(fact.valid_to)}" if fact.valid_to else since
+
+    @admin.display(description="类型 · kind", ordering="kind")
+    def kind_short(self, fact: Fact) -> str:
+        """ "偏好 · preference" on two lines, so the summary keeps the width."""
+        label = fact.get_kind_display()
+        return format_html("{}<br>{}", *label.split(" · ", 1)) if " · " in label else label
+
+    @admin.display(description="关于 · about", ordering="profile__name")
+    def profile_line(self, fact: Fact) -> str:
+        return format_html(
+            '<span title="{}">{}</span>', fact.profile.get_kind_display(), fact.profile.name
+        )
 
     @admin.display(description="change the value")
     def supersede_link(self, fact: Fact) -> str:

@@ -63,7 +63,7 @@ def offline_browser(tmp_path):
     driver.quit()
 
 
-LAYOUT_PROBLEMS_JS = """
+LAYOUT_PROBLEMS_JS = r"""
 const problems = [];
 const viewport = document.documentElement.clientWidth;
 if (document.documentElement.scrollWidth > viewport + 1) {
@@ -86,6 +86,22 @@ for (const el of document.querySelectorAll('body *')) {
       && el.children.length === 0 && label(el)) {
     problems.push(`clipped ${el.tagName} "${label(el)}"`);
   }
+}
+// A cell taller than its words (CJK characters count one each) has a word broken across lines.
+for (const cell of document.querySelectorAll('td, th')) {
+  const text = (cell.innerText || '').trim();
+  if (!text || cell.querySelector('table, img, svg, input, select')) continue;
+  const tokens = text.replace(/[\u2e80-\uffff]/g, ' x ').split(/[\s\-\/]+/).filter(Boolean).length;
+  const bottoms = new Set();
+  const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (!node.textContent.trim()) continue;
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    for (const r of range.getClientRects()) if (r.width > 0) bottoms.add(Math.round(r.bottom));
+  }
+  const lines = bottoms.size;
+  if (lines > tokens) problems.push(`word broken in ${cell.tagName} "${label(cell)}"`);
 }
 for (const svg of document.querySelectorAll('svg')) {
   const frame = svg.getBoundingClientRect();
