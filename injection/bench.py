@@ -292,7 +292,7 @@ def _hook_times(port: int, key: str, runs: int, cwd: str) -> tuple[list[float], 
     return up, down
 
 
-def _measure(n: int, options, rng: random.Random, out) -> dict:
+def _measure(n: int, options, rng: random.Random, out, progress) -> dict:
     from injection.services.access import apikey_create
     from memory.models import ScopeKind
     from memory.services.scopes import scope_ensure
@@ -312,10 +312,12 @@ def _measure(n: int, options, rng: random.Random, out) -> dict:
         _post(conn, key, "/api/v1/session/start", {**where, "session_id": "warm"})
         for query in QUERIES[:3]:
             _post(conn, key, "/api/v1/turn", {**where, "session_id": "warm", "content": query})
+        bar = progress(total=options["starts"] + options["turns"], desc="requests", unit="req")
         starts, start_tokens, section_tokens = [], [], {}
         for k in range(options["starts"]):
             ms, body = _post(conn, key, "/api/v1/session/start", {**where, "session_id": f"s{k}"})
             starts.append(ms)
+            bar.update()
             start_tokens.append(body["tokens"])
             for name, tokens in body["section_tokens"].items():
                 section_tokens.setdefault(name, []).append(tokens)
@@ -327,9 +329,11 @@ def _measure(n: int, options, rng: random.Random, out) -> dict:
             peeks.append(_post(conn, key, "/api/v1/turn", {**turn, "record": False})[0])
             ms, body = _post(conn, key, "/api/v1/turn", turn)
             turns.append(ms)
+            bar.update()
             turn_tokens.append(body["tokens"])
             for name, tokens in body["section_tokens"].items():
                 section_tokens.setdefault(name, []).append(tokens)
+        bar.close()
         hook_up, hook_down = _hook_times(port, key, options["hook_runs"], str(project_dir))
     finally:
         server.terminate()
@@ -389,7 +393,7 @@ def run(command, options) -> None:
         out(f"[{n:,} memories] creating a scratch database (the configured store is untouched)…")
         connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
         try:
-            figures = _measure(n, options, rng, out)
+            figures = _measure(n, options, rng, out, command.progress)
         finally:
             connection.creation.destroy_test_db(old_name, verbosity=0)
         _report(n, figures, out)

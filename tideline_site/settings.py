@@ -41,12 +41,15 @@ ALLOWED_HOSTS = env_list("TIDELINE_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[
 CSRF_TRUSTED_ORIGINS = env_list("TIDELINE_CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # django.contrib.admin, with the owner dashboard as its home page.
+    "tideline_site.owner_site.OwnerAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # django-ninja's own static files: /api/docs serves Swagger UI from here, not from a CDN.
+    "ninja",
     "memory",
     "dream",
     "injection",

@@ -6,6 +6,7 @@ session and position), so importing the same files again adds nothing.
 """
 
 import json
+import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,6 +23,9 @@ from memory.services.timeline import TURN_MAX_CHARS, TurnInput
 
 FORMATS = ("claude", "hermes", "jsonl")
 IMPORTED_ROLES = ("user", "assistant")
+HERMES_STATE_FILE = "state.db"
+# Hermes writes request dumps for debugging next to its session snapshots; they are not sessions.
+HERMES_DEBUG_DUMP_PREFIX = "request_dump_"
 
 
 @dataclass
@@ -39,9 +43,11 @@ def _when(value) -> datetime | None:
         return datetime.fromtimestamp(value, tz=UTC)
     if isinstance(value, str) and value:
         try:
-            return parse_datetime(value.replace("Z", "+00:00"))
+            parsed = parse_datetime(value.replace("Z", "+00:00"))
         except ValueError:
             return None
+        # Hermes writes naive local times (datetime.now()): this machine's zone.
+        return parsed.astimezone() if parsed and parsed.tzinfo is None else parsed
     return None
 
 
@@ -76,22 +82,64 @@ def claude_parse(path: Path) -> Iterator[ParsedSession]:
 
 
 def hermes_parse(path: Path) -> Iterator[ParsedSession]:
-    """A Hermes Agent session file: {"session_id", "messages": [{"role", "content", ...}], ...}."""
+    """Hermes Agent's sessions: its canonical store `~/.hermes/state.db`, or the JSON snapshots
+    it writes when `sessions.write_json_snapshots` is on (`~/.hermes/sessions/session_<id>.json`:
+    session_id, session_start, messages without timestamps or cwd)."""
+    if path.suffix == ".db":
+        yield from hermes_state_parse(path)
+        return
+    if path.name.startswith(HERMES_DEBUG_DUMP_PREFIX):
+        return
     data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise InvalidInput(f"{path.name}: not a Hermes session (no messages list)")
-    session_id = str(data.get("session_id") or path.stem)
+    session_id = str(data.get("session_id") or path.stem.removeprefix("session_"))
     metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
     cwd = str(data.get("cwd") or metadata.get("cwd") or "")
+    started = data.get("session_start")
     turns = []
     for n, message in enumerate(data["messages"]):
         if not isinstance(message, dict) or message.get("role") not in IMPORTED_ROLES:
             continue
         text = text_of(message.get("content")).strip()
         if text:
-            when = message.get("timestamp") or message.get("created_at")
+            when = message.get("timestamp") or message.get("created_at") or started
             turns.append(_turn(message["role"], text, f"{session_id}:{n}", when))
     yield ParsedSession(runtime="hermes", external_id=session_id, cwd=cwd, turns=turns)
+
+
+HERMES_STATE_MESSAGES = """
+    SELECT id, role, content, timestamp FROM messages
+    WHERE session_id = ? AND active = 1 AND role IN ('user', 'assistant')
+    ORDER BY timestamp, id
+"""
+
+
+def hermes_state_parse(path: Path) -> Iterator[ParsedSession]:
+    """Every session in a Hermes `state.db` (read-only), each turn named by its message row."""
+    try:
+        connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise InvalidInput(f"{path.name}: cannot open ({exc})") from exc
+    try:
+        sessions = connection.execute(
+            "SELECT id, cwd FROM sessions ORDER BY started_at, id"
+        ).fetchall()
+        for session_id, cwd in sessions:
+            turns = [
+                _turn(role, text.strip(), f"{session_id}:m{row_id}", when)
+                for row_id, role, text, when in connection.execute(
+                    HERMES_STATE_MESSAGES, (session_id,)
+                )
+                if text and text.strip()
+            ]
+            yield ParsedSession(
+                runtime="hermes", external_id=str(session_id), cwd=cwd or "", turns=turns
+            )
+    except sqlite3.Error as exc:
+        raise InvalidInput(f"{path.name}: not a Hermes state.db ({exc})") from exc
+    finally:
+        connection.close()
 
 
 def jsonl_parse(path: Path) -> Iterator[ParsedSession]:
@@ -123,8 +171,8 @@ PARSERS = {"claude": claude_parse, "hermes": hermes_parse, "jsonl": jsonl_parse}
 
 
 def format_guess(path: Path) -> str:
-    """hermes for .json; claude for transcripts (every line has a "type"); else generic JSONL."""
-    if path.suffix == ".json":
+    """hermes for .json and .db; claude for transcripts (every line has a "type"); else JSONL."""
+    if path.suffix in (".json", ".db"):
         return "hermes"
     with path.open(encoding="utf-8", errors="replace") as handle:
         for line in handle:
@@ -139,12 +187,16 @@ def format_guess(path: Path) -> str:
     return "jsonl"
 
 
+def _importable(path: Path) -> bool:
+    return path.suffix in (".jsonl", ".json") or path.name == HERMES_STATE_FILE
+
+
 def files_collect(paths: Iterable[str]) -> list[Path]:
     found = []
     for name in paths:
         path = Path(name).expanduser()
         if path.is_dir():
-            found.extend(sorted(p for p in path.rglob("*") if p.suffix in (".jsonl", ".json")))
+            found.extend(sorted(p for p in path.rglob("*") if _importable(p)))
         elif path.is_file():
             found.append(path)
         else:

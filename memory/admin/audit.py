@@ -5,13 +5,19 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 
 from memory.admin.base import ReadOnlyAdmin
-from memory.admin.display import RAW_KEYS_TITLE, change_lines, pretty_json
+from memory.admin.display import (
+    RAW_KEYS_TITLE,
+    actor_text,
+    change_lines,
+    key_name_subquery,
+    pretty_json,
+)
 from memory.models import AuditEvent
 
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdmin):
-    list_display = ("occurred_at", "actor", "action", "target_line", "reason")
+    list_display = ("occurred_at", "actor_line", "action", "target_line", "reason")
     list_display_links = ("occurred_at",)
     list_filter = ("actor", "action", "target_type")
     search_fields = ("reason", "target_repr")
@@ -19,21 +25,40 @@ class AuditEventAdmin(ReadOnlyAdmin):
     date_hierarchy = "occurred_at"
     show_full_result_count = False
     list_per_page = 100
-    readonly_fields = ("target_line", "change_table", "before_json", "after_json")
+    readonly_fields = ("actor_line", "target_line", "change_table", "before_json", "after_json")
     fieldsets = [
-        (None, {"fields": ("occurred_at", "actor", "action", "target_line", "reason")}),
+        (None, {"fields": ("occurred_at", "actor_line", "action", "target_line", "reason")}),
         ("变化 · what changed", {"fields": ("change_table",)}),
         (
             RAW_KEYS_TITLE,
             {
                 "classes": ("collapse",),
-                "fields": ("target_type", "target_id", "request_id", "before_json", "after_json"),
+                "fields": (
+                    "actor",
+                    "key_id",
+                    "target_type",
+                    "target_id",
+                    "request_id",
+                    "before_json",
+                    "after_json",
+                ),
             },
         ),
     ]
 
     def has_owner_action_permission(self, request) -> bool:
         return False
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(key_name=key_name_subquery())
+
+    @admin.display(description="who", ordering="actor")
+    def actor_line(self, event: AuditEvent) -> str:
+        return actor_text(
+            actor=event.actor,
+            target_type=event.target_type,
+            key_name=getattr(event, "key_name", "") or "",
+        )
 
     @admin.display(description="about", ordering="target_repr")
     def target_line(self, event: AuditEvent) -> str:

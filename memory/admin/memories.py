@@ -23,8 +23,10 @@ from memory.admin.display import (
     MEMORY_TARGET_TYPES,
     RAW_KEYS_TITLE,
     audit_trail,
+    expiry_actor_subquery,
     pretty_json,
     scoped_summary,
+    short_date,
     status_text,
 )
 from memory.models import (
@@ -87,7 +89,7 @@ class EvidenceInline(ReadOnlyInline):
 
 
 class MemoryAdminBase(ReadOnlyAdmin):
-    list_display = ("summary_line", "kind_line", "status_line", "pinned", "recorded_at")
+    list_display = ("summary_line", "kind_line", "status_line", "pinned", "recorded_line")
     list_display_links = ("summary_line",)
     list_filter = ("scope", "status", "pinned", "embedding_status")
     list_select_related = ("scope",)
@@ -107,6 +109,9 @@ class MemoryAdminBase(ReadOnlyAdmin):
     main_fields: tuple = ()
     extra_raw_fields: tuple = ()
     change_form_template = "admin/memory/memory_change_form.html"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(expiry_actor=expiry_actor_subquery())
 
     def get_urls(self):
         opts = self.opts
@@ -180,6 +185,10 @@ class MemoryAdminBase(ReadOnlyAdmin):
     def status_line(self, memory: Memory) -> str:
         return status_text(memory)
 
+    @admin.display(description="记录 · recorded", ordering="recorded_at")
+    def recorded_line(self, memory: Memory) -> str:
+        return short_date(memory.recorded_at)
+
     @admin.display(description="decisions, newest first")
     def audit_trail_table(self, memory: Memory) -> str:
         return audit_trail(memory)
@@ -210,10 +219,10 @@ class NarrativeAdmin(MemoryAdminBase):
     list_display = (
         "summary_line",
         "layer",
-        "weight_line",
+        "weight_short",
         "status_line",
         "pinned",
-        "recorded_at",
+        "recorded_line",
     )
     list_filter = ("scope", "status", "layer", "ntype", "pinned", "embedding_status")
     readonly_fields = (*MemoryAdminBase.readonly_fields, "weight_line", "tags_line")
@@ -249,6 +258,18 @@ class NarrativeAdmin(MemoryAdminBase):
             f"{narrative.unresolved})"
         )
 
+    @admin.display(description="权重 · weight", ordering="weight")
+    def weight_short(self, narrative: Narrative) -> str:
+        """The weight alone; its four dimensions are on hover and on the memory's page."""
+        return format_html(
+            '<span title="importance {} · emotional {} · recurrence {} · unresolved {}">{}</span>',
+            narrative.importance,
+            narrative.emotional,
+            narrative.recurrence,
+            narrative.unresolved,
+            f"{narrative.weight:.2f}",
+        )
+
     @admin.display(description="标签 · tags")
     def tags_line(self, narrative: Narrative) -> str:
         return " · ".join(str(tag) for tag in narrative.tags) or "—"
@@ -273,12 +294,11 @@ class SupersedeForm(forms.Form):
 class FactAdmin(MemoryAdminBase):
     list_display = (
         "summary_line",
-        "kind",
-        "profile",
+        "kind_short",
+        "profile_line",
         "status_line",
         "pinned",
-        "valid_from",
-        "valid_to",
+        "valid_line",
     )
     list_filter = ("scope", "status", "kind", "pinned", "embedding_status")
     list_select_related = ("scope", "profile")
@@ -287,6 +307,23 @@ class FactAdmin(MemoryAdminBase):
     readonly_fields = (*MemoryAdminBase.readonly_fields, "supersede_link")
     main_fields = ("profile", "kind", "value", "supersede_link")
     extra_raw_fields = ("predicate",)
+
+    @admin.display(description="有效 · valid since", ordering="valid_from")
+    def valid_line(self, fact: Fact) -> str:
+        since = short_date(fact.valid_from)
+        return f"{since} → {short_date(fact.valid_to)}" if fact.valid_to else since
+
+    @admin.display(description="类型 · kind", ordering="kind")
+    def kind_short(self, fact: Fact) -> str:
+        """ "偏好 · preference" on two lines, so the summary keeps the width."""
+        label = fact.get_kind_display()
+        return format_html("{}<br>{}", *label.split(" · ", 1)) if " · " in label else label
+
+    @admin.display(description="关于 · about", ordering="profile__name")
+    def profile_line(self, fact: Fact) -> str:
+        return format_html(
+            '<span title="{}">{}</span>', fact.profile.get_kind_display(), fact.profile.name
+        )
 
     @admin.display(description="change the value")
     def supersede_link(self, fact: Fact) -> str:
@@ -387,6 +424,6 @@ class FactAdmin(MemoryAdminBase):
 
 @admin.register(SelfConcept)
 class SelfConceptAdmin(MemoryAdminBase):
-    list_display = ("summary_line", "field", "status_line", "recorded_at")
+    list_display = ("summary_line", "field", "status_line", "recorded_line")
     list_filter = ("field", "status")
     main_fields = ("field", "content")

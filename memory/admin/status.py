@@ -56,7 +56,7 @@ def _active_counts(model, field: str) -> list[tuple[str, int]]:
     return [(labels.get(row[field], row[field]), row["n"]) for row in rows]
 
 
-def _layer_outcomes(stats) -> str:
+def layer_outcomes(stats) -> str:
     """ "scan ok · solidify failed" from a run's per-layer stats, else its stats as compact JSON."""
     layers = stats.get("layers") if isinstance(stats, dict) else None
     if isinstance(layers, dict) and layers:
@@ -90,12 +90,29 @@ def _dream_runs() -> dict | None:
             "started_at": run.started_at,
             "finished_at": run.finished_at,
             "tokens": run.tokens,
-            "outcomes": _layer_outcomes(run.stats),
+            "outcomes": layer_outcomes(run.stats),
             "error": run.error,
         }
         for run in dream_run.objects.order_by("-started_at")[:DREAM_RUNS_SHOWN]
     ]
     return {"runs": runs, "list_url": list_url}
+
+
+def backlog_counts() -> list[tuple[str, int]]:
+    return [
+        (
+            "inbox items waiting for flush_inbox",
+            InboxItem.objects.filter(status=InboxStatus.PENDING).count(),
+        ),
+        (
+            "memories needing embedding",
+            Memory.objects.filter(embedding_status__in=BACKLOG_EMBEDDING).count(),
+        ),
+        (
+            "timeline turns needing embedding",
+            ContextTurn.objects.filter(embedding_status__in=BACKLOG_EMBEDDING).count(),
+        ),
+    ]
 
 
 def engine_status_context() -> dict:
@@ -105,20 +122,7 @@ def engine_status_context() -> dict:
         "by_type": _counts_by_type_and_status(),
         "fact_kinds": _active_counts(Fact, "kind"),
         "narrative_layers": _active_counts(Narrative, "layer"),
-        "backlog": [
-            (
-                "inbox items waiting for flush_inbox",
-                InboxItem.objects.filter(status=InboxStatus.PENDING).count(),
-            ),
-            (
-                "memories needing embedding",
-                Memory.objects.filter(embedding_status__in=BACKLOG_EMBEDDING).count(),
-            ),
-            (
-                "timeline turns needing embedding",
-                ContextTurn.objects.filter(embedding_status__in=BACKLOG_EMBEDDING).count(),
-            ),
-        ],
+        "backlog": backlog_counts(),
         "dream": _dream_runs(),
         "llm": llm.public() if llm else None,
         "engine": [

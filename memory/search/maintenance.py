@@ -99,17 +99,26 @@ def _repair(drift: Drift) -> None:
             cursor.execute(f"INSERT INTO {spec['trigram']}({spec['trigram']}) VALUES ('rebuild')")
 
 
-def search_index_check(*, repair: bool = False, actor: str = Actor.SYSTEM) -> list[Drift]:
-    """The drift of each kind of document; with `repair`, fixed in one transaction (and audited)."""
+def search_index_check(
+    *, repair: bool = False, actor: str = Actor.SYSTEM, progress=None
+) -> list[Drift]:
+    """The drift of each kind of document; with `repair`, fixed in one transaction (and audited).
+    `progress(label, done, total)` is told after each kind is checked and each is repaired."""
     if connection.vendor != "sqlite":
         # No persistent lexical index outside SQLite: terms are computed when a process loads.
         return []
     with transaction.atomic():
-        drifts = [_check(kind) for kind in KINDS]
+        drifts = []
+        for kind in KINDS:
+            drifts.append(_check(kind))
+            if progress:
+                progress("checking", len(drifts), len(KINDS))
         if repair and not all(drift.clean for drift in drifts):
-            for drift in drifts:
+            for done, drift in enumerate(drifts, 1):
                 if not drift.clean:
                     _repair(drift)
+                if progress:
+                    progress("repairing", done, len(drifts))
             audit_record(
                 actor=actor,
                 action=AuditAction.UPDATE,

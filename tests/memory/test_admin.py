@@ -355,7 +355,7 @@ def test_it_offers_lifecycle_buttons_on_a_memorys_page_through_the_service(
 
 
 def test_it_lists_dream_layers_in_the_order_they_ran():
-    from memory.admin.status import _layer_outcomes
+    from memory.admin.status import layer_outcomes
 
     stats = {
         "layers": {
@@ -365,4 +365,4 @@ def test_it_lists_dream_layers_in_the_order_they_ran():
         },
         "order": ["scan", "script", "dream"],
     }
-    assert _layer_outcomes(stats) == "scan ok · script ok · dream skipped"
+    assert layer_outcomes(stats) == "scan ok · script ok · dream skipped"

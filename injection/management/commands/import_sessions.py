@@ -1,6 +1,6 @@
 """`manage.py import_sessions PATH…`: import past agent sessions into the raw timeline."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from injection.services.importing import (
     FORMATS,
@@ -9,10 +9,11 @@ from injection.services.importing import (
     format_guess,
     session_import,
 )
+from memory.management.progress import ProgressCommand
 from memory.services.errors import TidelineError
 
 
-class Command(BaseCommand):
+class Command(ProgressCommand):
     help = (
         "Import Claude Code JSONL transcripts, Hermes session files or generic JSONL "
         "(session, role, content, ts). Each session lands in the scope of its own cwd; "
@@ -34,7 +35,8 @@ class Command(BaseCommand):
         except TidelineError as exc:
             raise CommandError(str(exc)) from exc
         totals = {"sessions": 0, "recorded": 0, "skipped": 0, "failed": 0}
-        for done, path in enumerate(files, 1):
+        bar = self.progress(total=len(files), desc="importing", unit="file")
+        for path in files:
             kind = format_guess(path) if format == "auto" else format
             try:
                 for parsed in PARSERS[kind](path):
@@ -44,20 +46,11 @@ class Command(BaseCommand):
                     totals["skipped"] += result.skipped
             except (TidelineError, OSError, ValueError) as exc:
                 totals["failed"] += 1
-                self.stderr.write(f"\n{path}: {exc}")
-            self._progress(done, len(files), totals)
-        self.stderr.write("\n")
+                bar.write(f"{path}: {exc}", file=self.stderr)
+            bar.set_postfix(turns=totals["recorded"], refresh=False)
+            bar.update()
+        bar.close()
         self.stdout.write(
             f"{totals['sessions']} session(s): {totals['recorded']} turn(s) imported, "
             f"{totals['skipped']} already present, {totals['failed']} file(s) failed"
         )
-
-    def _progress(self, done: int, total: int, totals: dict) -> None:
-        width = 30
-        filled = int(width * done / max(total, 1))
-        self.stderr.write(
-            f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} files, "
-            f"{totals['recorded']} turns",
-            ending="",
-        )
-        self.stderr.flush()

@@ -2,11 +2,14 @@
 
 Each benchmark lives beside the code it measures, as a module exposing `add_arguments(parser)` and
 `run(command, options) -> None`; this command only dispatches, so every area owns its own bench.
+`command.progress(total=…, desc=…)` gives a bench a progress bar (terminal only).
 """
 
 from importlib import import_module
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
+
+from memory.management.progress import ProgressCommand
 
 BENCHMARKS = {
     "locomo": "memory.bench.locomo",
@@ -17,7 +20,7 @@ BENCHMARKS = {
 }
 
 
-class Command(BaseCommand):
+class Command(ProgressCommand):
     help = "Run a benchmark and print its figures: " + ", ".join(BENCHMARKS)
 
     def add_arguments(self, parser) -> None:

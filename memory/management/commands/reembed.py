@@ -1,11 +1,12 @@
 """`manage.py reembed [--all]`: back-fill embeddings that are missing, failed or from another model."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from memory.management.progress import ProgressCommand
 from memory.services.embedding import embedder_get, embeddings_backfill
 
 
-class Command(BaseCommand):
+class Command(ProgressCommand):
     help = (
         "Embed every memory and turn that needs it (never embedded, failed, or embedded by a "
         "different model than the configured one); --all re-embeds everything."
@@ -29,10 +30,7 @@ class Command(BaseCommand):
             return
         self.stdout.write(f"embedding with {embedder.model_id}")
 
-        def progress(label: str, done: int, total: int) -> None:
-            self.stdout.write(f"  {label}: {done}/{total}")
-
-        counts = embeddings_backfill(force=all, batch=batch, progress=progress)
+        counts = embeddings_backfill(force=all, batch=batch, progress=self.progress_steps())
         self.stdout.write(
             f"embedded {counts['memories']} memories and {counts['turns']} turns"
             " (rows that failed stay marked for the next run)"

@@ -1,12 +1,12 @@
 """`manage.py reindex [--check]`: find and repair drift between stored rows and the search index."""
 
-from django.core.management.base import BaseCommand
 from django.db import connection
 
+from memory.management.progress import ProgressCommand
 from memory.search.maintenance import search_index_check
 
 
-class Command(BaseCommand):
+class Command(ProgressCommand):
     help = "Detect drift between memories/turns and the FTS5 search index, and repair it."
 
     def add_arguments(self, parser) -> None:
@@ -21,7 +21,7 @@ class Command(BaseCommand):
                 "computed in each process from the stored text."
             )
             return
-        drifts = search_index_check(repair=not check)
+        drifts = search_index_check(repair=not check, progress=self.progress_steps(unit="kinds"))
         for drift in drifts:
             state = "clean" if drift.clean else ("drift found" if check else "repaired")
             self.stdout.write(

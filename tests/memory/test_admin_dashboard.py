@@ -1,0 +1,112 @@
+"""The owner panel's home and what it links to: sentences about the owner, truthful actors, and
+no link that answers 404."""
+
+import re
+from urllib.parse import unquote, urlsplit
+
+import pytest
+from django.contrib.staticfiles import finders
+from django.urls import reverse
+
+from memory.admin.dashboard import dashboard_context
+from memory.admin.display import actor_text
+from memory.models import Actor, AuditEvent, ProfileKind
+from tests.browser.owner_data import AGENT_DELETED, PREFERENCE, THREAD, owner_panel_seed
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def seeded(db):
+    return owner_panel_seed()
+
+
+@pytest.fixture
+def owner_client(client, django_user_model):
+    client.force_login(django_user_model.objects.create_superuser("owner", "", "pw"))
+    return client
+
+
+def hrefs(html: str) -> set[str]:
+    return {unquote(h).replace("&amp;", "&") for h in re.findall(r'href="([^"#][^"]*)"', html)}
+
+
+def test_it_puts_the_owner_first_on_the_dashboard(seeded):
+    context = dashboard_context()
+
+    assert context["profiles"][0]["profile"].kind == ProfileKind.USER
+    sentences = [line.text for line in context["profiles"][0]["lines"]]
+    assert PREFERENCE in sentences and sentences.index(PREFERENCE) < 3
+    assert context["threads"][0].text == THREAD
+    assert context["scopes"][0]["scope"] == seeded["project"]
+    assert AGENT_DELETED not in [
+        line.text for group in context["scopes"] for line in group["lines"]
+    ]
+    assert context["dream"]["run"] == seeded["run"]
+    assert "<svg" in context["heatmap"]["svg"]
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        "admin:index",
+        "admin:memory_fact_changelist",
+        "admin:memory_narrative_changelist",
+        "admin:memory_auditevent_changelist",
+        "engine_status",
+    ],
+)
+def test_it_links_nothing_that_answers_404(owner_client, seeded, page):
+    html = owner_client.get(reverse(page)).content.decode()
+    links = hrefs(html) | hrefs(
+        owner_client.get(
+            reverse("admin:dream_dreamrun_change", args=[seeded["run"].pk])
+        ).content.decode()
+    )
+
+    broken = []
+    for link in sorted(links):
+        parts = urlsplit(link)
+        if parts.scheme or parts.netloc:
+            broken.append(link)
+        elif parts.path.startswith("/static/"):
+            if finders.find(parts.path.removeprefix("/static/")) is None:
+                broken.append(link)
+        elif owner_client.get(link, follow=True).status_code >= 400:
+            broken.append(link)
+    assert broken == []
+    assert "View site" not in html
+
+
+def test_it_has_a_favicon_and_a_home(owner_client):
+    favicon = owner_client.get("/favicon.ico")
+    home = owner_client.get("/")
+
+    assert favicon.status_code == 302 and finders.find(favicon.url.removeprefix("/static/"))
+    assert home.status_code == 302 and home.url == reverse("admin:index")
+
+
+def test_it_says_who_expired_a_memory(owner_client, seeded):
+    narratives = owner_client.get(reverse("admin:memory_narrative_changelist")).content.decode()
+    audit = owner_client.get(
+        reverse("admin:memory_auditevent_changelist") + "?action__exact=expire"
+    ).content.decode()
+
+    assert "expired · by agent" in narratives and "manual (owner)" not in narratives
+    assert "agent · key laptop" in audit
+    event = AuditEvent.objects.get(action="expire", target_id=seeded["doomed"].pk)
+    assert (event.actor, event.key_id is not None) == (Actor.AGENT, True)
+
+
+@pytest.mark.parametrize(
+    "actor,target,expected",
+    [
+        (Actor.OWNER, "fact", "owner"),
+        (Actor.AGENT, "narrative", "agent"),
+        (Actor.LLM, "fact", "DREAM (LLM)"),
+        (Actor.SYSTEM, "topiccluster", "DREAM (script)"),
+        (Actor.SYSTEM, "narrative", "system"),
+    ],
+)
+def test_it_names_every_actor_as_the_owner_would(actor, target, expected):
+    assert actor_text(actor=actor, target_type=target) == expected
