@@ -5,7 +5,12 @@ The same calls back the buttons on a memory's own page."""
 from django.contrib import admin
 
 from memory.admin.base import owner_apply
-from memory.services.lifecycle import memory_expire, memory_restore, memory_set_pinned
+from memory.services.lifecycle import (
+    memory_expire,
+    memory_restore,
+    memory_set_pinned,
+    memory_set_secret,
+)
 
 # verb → (what the owner is told was done, the service call for one memory)
 LIFECYCLE_CALLS = {
@@ -13,6 +18,14 @@ LIFECYCLE_CALLS = {
     "restore": ("restored", lambda pk, **kw: memory_restore(memory_id=pk, **kw)),
     "pin": ("pinned", lambda pk, **kw: memory_set_pinned(memory_id=pk, pinned=True, **kw)),
     "unpin": ("unpinned", lambda pk, **kw: memory_set_pinned(memory_id=pk, pinned=False, **kw)),
+    "secret": (
+        "marked secret",
+        lambda pk, **kw: memory_set_secret(memory_id=pk, secret=True, **kw),
+    ),
+    "unsecret": (
+        "no longer secret",
+        lambda pk, **kw: memory_set_secret(memory_id=pk, secret=False, **kw),
+    ),
 }
 
 
@@ -34,4 +47,6 @@ LIFECYCLE_ACTIONS = [
     _action("restore", "Restore to active"),
     _action("pin", "Pin (never decays, never merged away)"),
     _action("unpin", "Unpin"),
+    _action("secret", "Mark secret (shown to the owner only: never to agents or an LLM)"),
+    _action("unsecret", "No longer secret"),
 ]

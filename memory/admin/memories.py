@@ -41,8 +41,8 @@ from memory.models import (
     SelfConcept,
 )
 from memory.models.memories import FACT_VALUE_MAX_CHARS
+from memory.services.edits import memory_update
 from memory.services.errors import TidelineError
-from memory.services.facts import FactInput, fact_write
 from memory.services.lifecycle import RESTORABLE
 
 LIFECYCLE_FIELDS = (
@@ -134,6 +134,7 @@ class MemoryAdminBase(ReadOnlyAdmin):
                 *(["expire"] if memory.status != MemoryStatus.EXPIRED else []),
                 *(["restore"] if memory.status in RESTORABLE else []),
                 "unpin" if memory.pinned else "pin",
+                "unsecret" if memory.secret else "secret",
             ]
             buttons = [(reverse(name, args=[memory.pk, verb]), verb) for verb in verbs]
         return super().change_view(
@@ -351,8 +352,8 @@ class FactAdmin(MemoryAdminBase):
         return HttpResponseRedirect(reverse("admin:memory_fact_supersede", args=[ids[0]]))
 
     def supersede_view(self, request: HttpRequest, fact_id: int) -> HttpResponse:
-        """The old row stays, marked superseded with `valid_to`; `fact_write` writes the new value
-        under the same stable key and records the decision."""
+        """The old row stays, marked superseded with `valid_to`; the store's one edit service
+        writes the new value under the same stable key and records the decision."""
         if not self.has_owner_action_permission(request):
             raise PermissionDenied
         fact = Fact.objects.select_related("scope", "profile").filter(pk=fact_id).first()
@@ -369,20 +370,13 @@ class FactAdmin(MemoryAdminBase):
         if request.method == "POST" and form.is_valid():
             why = form.cleaned_data["reason"].strip()
             try:
-                new = fact_write(
-                    data=FactInput(
-                        scope_id=fact.scope_id,
-                        profile_name=fact.profile.name,
-                        profile_kind=fact.profile.kind,
-                        kind=fact.kind,
-                        predicate=fact.predicate,
-                        value=form.cleaned_data["value"],
-                        summary=form.cleaned_data["summary"],
-                        importance=fact.importance,
-                        depends_on=fact.depends_on,
-                        pinned=fact.pinned,
-                        secret=fact.secret,
-                    ),
+                summary = form.cleaned_data["summary"].strip()
+                new = memory_update(
+                    memory=fact,
+                    changes={
+                        "value": form.cleaned_data["value"],
+                        **({"summary": summary} if summary else {}),
+                    },
                     actor=Actor.OWNER,
                     reason=owner_reason(request, f"superseded #{fact.pk} with an edited value")
                     + (f" ({why})" if why else ""),

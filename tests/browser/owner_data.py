@@ -103,7 +103,12 @@ def owner_panel_seed() -> dict:
     thread_write(scope_id=project.pk, content="Is level 19 worth the restore time?")
     for position, name in enumerate(CLUSTER_NAMES):
         cluster = EmbeddingCluster.objects.create(
-            index=position, name=name, size=3, centroid=b"", embedding_model="test"
+            scope=project,
+            index=position,
+            name=name,
+            size=3,
+            centroid=b"",
+            embedding_model="test",
         )
         for rank, narrative in enumerate(narratives[position : position + 1], 1):
             EmbeddingClusterMember.objects.create(
