@@ -101,7 +101,8 @@ def test_it_runs_a_hermes_session_injected_and_stored(
     )
     assert seen["config_schema"] == ["api_key", "url", "cwd"]
     editor = Fact.objects.get(pk=seen["wrote"]["id"])
-    assert (editor.predicate, editor.value, editor.scope_id) == ("editor", "helix", project.pk)
+    # The user's preference follows the user: it is filed globally, not in this project.
+    assert (editor.predicate, editor.value, editor.scope.kind) == ("editor", "helix", "global")
     session = Session.objects.get(external_id="h-live")
     assert (session.runtime, session.scope_id) == ("hermes", project.pk)
     assert [(t.role, t.content) for t in session.turns.order_by("seq")] == [
@@ -161,7 +162,8 @@ def test_it_imports_the_session_files_this_hermes_writes(
     from_db = Session.objects.get(external_id="20261201_090000_aaaaaa")
     from_json = Session.objects.get(external_id="20261201_100000_bbbbbb")
     assert (from_db.runtime, from_db.scope_id) == ("hermes", project.pk)
-    assert from_json.scope.kind == "global"
+    # A snapshot names no directory: it is kept in a project of its own file, never in global.
+    assert from_json.scope.kind == "project"
     for session in (from_db, from_json):
         assert [(t.role, t.content) for t in session.turns.order_by("seq")] == [
             ("user", "remember my editor is helix"),
