@@ -95,7 +95,7 @@ def memory_recall(*, caller: Caller, data: RecallIn, source: str) -> dict:
     """Read one memory in full, with the raw conversation turns it was distilled from (its
     evidence), so you can go back from the narrative to the texture."""
     memory = memory_visible(principal=caller.principal, memory_id=data.memory_id)
-    evidence = memory_evidence(memory=memory, limit=data.evidence_turns)
+    evidence = memory_evidence(principal=caller.principal, memory=memory, limit=data.evidence_turns)
     memories_activate(memory_ids=[memory.pk], source=source)
     return {**memory_as_dict(memory), "evidence": [turn_as_dict(turn) for turn in evidence]}
 

@@ -7,9 +7,8 @@ Subagent sessions are not the owner and are not captured unless configured.
 
 from dataclasses import dataclass
 
-from django.conf import settings
-
 from memory.models import ContextTurn, Session
+from memory.services.capture import session_captured
 from memory.services.timeline import TurnInput, session_start, turns_record
 
 
@@ -56,10 +55,6 @@ def session_open(*, ref: SessionRef, actor: str, request_id: str = "") -> Sessio
         actor=actor,
         request_id=request_id,
     )
-
-
-def session_captured(session: Session) -> bool:
-    return not session.is_subagent or settings.TIDELINE_CAPTURE_SUBAGENTS
 
 
 def turns_sync(

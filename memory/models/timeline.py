@@ -115,6 +115,11 @@ class InboxItem(models.Model):
     scope = models.ForeignKey(
         "memory.Scope", null=True, blank=True, on_delete=models.PROTECT, related_name="inbox_items"
     )
+    # The recorded turn this utterance is (captured once: a unique link), and the evidence every
+    # memory extracted from it points at.
+    turn = models.OneToOneField(
+        ContextTurn, null=True, blank=True, on_delete=models.PROTECT, related_name="inbox_item"
+    )
     cwd = models.CharField(max_length=1024, blank=True)
     content = models.TextField()
     origin = models.CharField(

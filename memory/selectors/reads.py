@@ -26,6 +26,7 @@ from memory.selectors.visibility import (
     facts_visible,
     memories_visible,
     profiles_visible,
+    scope_ids_held,
     sessions_visible,
     snapshots_visible,
     threads_visible,
@@ -62,10 +63,15 @@ def memories_page(
     return list(rows.order_by("-recorded_at", "-pk")[offset : offset + limit])
 
 
-def memory_evidence(*, memory: Memory, limit: int) -> list[ContextTurn]:
-    """The raw turns a memory was distilled from, oldest first."""
+def memory_evidence(*, principal: Principal, memory: Memory, limit: int) -> list[ContextTurn]:
+    """The raw turns a memory was distilled from that the principal may read, oldest first."""
     links = (
-        Evidence.objects.filter(memory=memory)
+        Evidence.objects.filter(
+            memory=memory,
+            turn__in=turns_visible(
+                principal=principal, scope_ids=scope_ids_held(principal=principal)
+            ),
+        )
         .select_related("turn")
         .order_by("turn__occurred_at", "turn__pk")[: max(0, limit)]
     )

@@ -451,7 +451,7 @@ def _target_scope(hint: str, item_scope: Scope) -> Scope:
     return item_scope
 
 
-def _prepare(candidate: Candidate, *, scope: Scope, depends_on: list[str]):
+def _prepare(candidate: Candidate, *, scope: Scope, depends_on: list[str], turn_ids: list[int]):
     if candidate.is_fact:
         return fact_prepare(
             data=FactInput(
@@ -467,6 +467,7 @@ def _prepare(candidate: Candidate, *, scope: Scope, depends_on: list[str]):
                 confidence=candidate.confidence,
                 importance=candidate.importance,
                 depends_on=depends_on,
+                source_turn_ids=turn_ids,
             ),
             use_llm=False,
         )
@@ -479,6 +480,7 @@ def _prepare(candidate: Candidate, *, scope: Scope, depends_on: list[str]):
             layer=NarrativeLayer.FACT,
             tags=list(candidate.tags),
             depends_on=depends_on,
+            source_turn_ids=turn_ids,
         ),
         use_llm=False,
     )
@@ -534,7 +536,17 @@ def inbox_flush(
             scope = _target_scope(candidate.scope_hint, item_scope)
             depends_on = [f"path:{root}"] if root and scope.pk == item_scope.pk else []
             try:
-                prepared.append(_prepare(candidate, scope=scope, depends_on=depends_on))
+                prepared.append(
+                    _prepare(
+                        candidate,
+                        scope=scope,
+                        depends_on=depends_on,
+                        # Evidence stays inside one scope: a global fact learnt in a project
+                        # must not lead other projects back to that project's conversation
+                        # (the inbox item keeps the link for the owner).
+                        turn_ids=[item.turn_id] if item.turn_id and scope == item_scope else [],
+                    )
+                )
             except InvalidInput as exc:
                 errors.append(str(exc))
         with transaction.atomic():

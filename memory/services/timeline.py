@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from memory.models import Actor, AuditAction, ContextTurn, Session, SessionOrigin
 from memory.services.audit import audit_record
+from memory.services.capture import turns_capture
 from memory.services.embedding import embedding_schedule
 from memory.services.errors import InvalidInput
 from memory.services.races import atomic_retrying, constraint_violated
@@ -179,13 +180,18 @@ def _append(
     )
     if rows and rows[0].pk is None:
         rows = list(session.turns.filter(seq__gt=last_seq).order_by("seq"))
+    captured = turns_capture(session=session, turns=rows)
     audit_record(
         actor=actor,
         action=AuditAction.RECORD,
         target_type="contextturn",
         target_id=rows[0].pk,
         reason=f"{len(rows)} turn(s) recorded in session {session}",
-        after={"session_id": session.pk, "turn_ids": [row.pk for row in rows]},
+        after={
+            "session_id": session.pk,
+            "turn_ids": [row.pk for row in rows],
+            "captured_inbox_ids": [item.pk for item in captured],
+        },
         request_id=request_id,
     )
     embedding_schedule(turn_ids=[row.pk for row in rows])

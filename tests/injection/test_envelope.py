@@ -25,11 +25,10 @@ from injection.services.context import (
     context_turn,
 )
 from injection.services.text import LINE_SEPARATOR, text_neutralise, tokens_estimate
-from memory.models import ContextTurn, Memory, MemoryStatus, Narrative, Profile
+from memory.models import ContextTurn, Memory, MemoryStatus, Narrative, Profile, Snapshot, Thread
 from memory.services.facts import FactInput, fact_write
 from memory.services.scopes import scope_visible_ids
 from memory.services.self_concept import self_concept_write
-from memory.services.threads import snapshot_write, thread_write
 from memory.services.timeline import TurnInput, session_start, turns_record
 from tests.injection.conftest import narrative_seed, weights_set
 from tests.injection.test_hook import run_hook
@@ -240,8 +239,9 @@ def _store_everything(project, texts: list[str], soul_path) -> list[int]:
     Profile.objects.filter(scope=project).update(description=texts[0], pinned=True)
     Profile.objects.filter(scope=project, name="Mika 0").update(name=texts[1][:100])
     self_concept_write(field="fact", content=f"I am the agent. {texts[2]}")
-    snapshot_write(scope_id=project.pk, content=f"snapshot {texts[3]}")
-    thread_write(scope_id=project.pk, content=f"thread {texts[4]}", importance=5)
+    # Threads and snapshots now refuse injections; rows stored before that still render safely.
+    Snapshot.objects.create(scope=project, content=f"snapshot {texts[3]}")
+    Thread.objects.create(scope=project, content=f"thread {texts[4]}", importance=5, weight=0.9)
     session = session_start(runtime="test", external_id="earlier", scope_id=project.pk)
     rows = turns_record(
         session_id=session.pk,
