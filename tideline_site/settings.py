@@ -232,6 +232,8 @@ TIDELINE_SEARCH_PROJECTION_MIN_ROWS = env_int(
 # --- LLM (optional; configured by `manage.py llm set`, key kept in a 0600 file) ------------------
 TIDELINE_LLM_CONFIG_FILE = env_path("TIDELINE_LLM_CONFIG_FILE", DATA_DIR / "llm.json")
 TIDELINE_LLM_TIMEOUT = env_float("TIDELINE_LLM_TIMEOUT", 60.0, minimum=0.1)
+# Retries after a refused connection or an overload answer (429/502/503/504); never after a timeout.
+TIDELINE_LLM_RETRIES = env_int("TIDELINE_LLM_RETRIES", 2, minimum=0, maximum=5)
 
 # --- Trust and lifecycle (DESIGN §3, §6): write gate, consolidation, TTL, decay -------------------
 # Ask the configured LLM to judge the write gate's three questions; any LLM failure uses the rules.

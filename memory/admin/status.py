@@ -24,7 +24,7 @@ from memory.models import (
     MemoryType,
     Narrative,
 )
-from memory.services.llm import llm_config_load
+from memory.services.llm import LLMConfigInvalid, llm_config_read
 
 DREAM_RUNS_SHOWN = 10
 BACKLOG_EMBEDDING = (EmbeddingStatus.PENDING, EmbeddingStatus.FAILED)
@@ -99,7 +99,10 @@ def _dream_runs() -> dict | None:
 
 
 def engine_status_context() -> dict:
-    llm = llm_config_load()
+    try:
+        llm, llm_problem = llm_config_read(), ""
+    except LLMConfigInvalid as exc:
+        llm, llm_problem = None, str(exc)
     return {
         "statuses": [label for _, label in MemoryStatus.choices],
         "by_type": _counts_by_type_and_status(),
@@ -121,6 +124,7 @@ def engine_status_context() -> dict:
         ],
         "dream": _dream_runs(),
         "llm": llm.public() if llm else None,
+        "llm_problem": llm_problem,
         "engine": [
             ("database", connection.vendor),
             ("embedder", settings.TIDELINE_EMBEDDER),
