@@ -21,6 +21,7 @@ from memory.services.http_client import (
     endpoint_url_validate,
     http_post_json,
 )
+from tideline_site.private_files import private_dir_ensure, private_file_write
 
 logger = logging.getLogger("tideline.llm")
 
@@ -99,14 +100,12 @@ def llm_config_save(*, base_url: str, model: str, api_key: str) -> LLMConfig:
         raise InvalidInput(_validation_message(exc)) from exc
     config = LLMConfig(base_url=checked.base_url, model=checked.model, api_key=checked.api_key)
     path = _config_path()
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    # Create with 0600 from the start so the key is never readable by others, even briefly.
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as handle:
-        json.dump(
-            {"base_url": config.base_url, "model": config.model, "api_key": config.api_key}, handle
-        )
-    path.chmod(0o600)
+    private_dir_ensure(path.parent)
+    # 0600 from the first byte, so the key is never readable by others, even briefly.
+    private_file_write(
+        path,
+        json.dumps({"base_url": config.base_url, "model": config.model, "api_key": config.api_key}),
+    )
     return config
 
 

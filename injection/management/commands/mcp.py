@@ -8,6 +8,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from injection.mcp_server import mcp_http_app, mcp_server_build
+from tideline_site.edge import edge_wrap
 
 
 class Command(BaseCommand):
@@ -40,8 +41,21 @@ class Command(BaseCommand):
             raise CommandError(f"--host {host!r}: MCP over HTTP listens on loopback only")
         if not 1 <= port <= 65535:
             raise CommandError(f"--port {port} is not a TCP port")
-        app = mcp_http_app(
-            server=server, host=host, port=port, max_body=settings.TIDELINE_API_MAX_BODY_BYTES
+        # The edge throttles keys and addresses and bounds bodies before MCP reads them.
+        app = edge_wrap(
+            mcp_http_app(
+                server=server, host=host, port=port, max_body=settings.TIDELINE_API_MAX_BODY_BYTES
+            )
         )
         self.stderr.write(f"Tideline MCP on http://{host}:{port}/mcp (bearer API key required)")
-        uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            # Forwarded headers are the edge's business (TIDELINE_TRUSTED_PROXIES), not uvicorn's.
+            proxy_headers=False,
+            timeout_keep_alive=5,
+            h11_max_incomplete_event_size=16 * 1024,
+        )
