@@ -88,12 +88,31 @@ class RateLimiter:
             self._store(identity, tokens - 1, now)
         return 0.0
 
-    def forget(self, identity: str) -> None:
+
+class AcceptedKeys:
+    """Digests of keys the app accepted (any answer but 401) — bounded, most recent kept."""
+
+    def __init__(self) -> None:
+        self._keys: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, key: str) -> None:
         with self._lock:
-            self._buckets.pop(identity, None)
+            self._keys[key] = None
+            self._keys.move_to_end(key)
+            while len(self._keys) > TRACKED_IDENTITIES:
+                self._keys.popitem(last=False)
+
+    def seen(self, key: str) -> bool:
+        return bool(key) and key in self._keys
+
+    def clear(self) -> None:
+        with self._lock:
+            self._keys.clear()
 
 
 LIMITERS: dict[tuple[str, int, float], RateLimiter] = {}
+ACCEPTED_KEYS = AcceptedKeys()
 
 
 def limiter_get(name: str, *, limit: int, period: float = MINUTE) -> RateLimiter | None:
@@ -178,8 +197,9 @@ class EdgeMiddleware:
         scope, headers = self._resolve_client(scope)
         address = scope["client"][0] if scope.get("client") else ""
         throttled = scope["path"].startswith(THROTTLED_PREFIXES)
+        key = _key_identity(headers)
         if throttled:
-            wait = self._throttle_wait(address, _key_identity(headers))
+            wait = self._throttle_wait(address, key)
             if wait:
                 await _answer(
                     send,
@@ -208,7 +228,7 @@ class EdgeMiddleware:
             return
         except ClientGone:
             return
-        await self.app(scope, self._replay(body, receive), self._watch(send, address, throttled))
+        await self.app(scope, self._replay(body, receive), self._watch(send, address, key, throttled))
 
     @staticmethod
     def _resolve_client(scope) -> tuple[dict, dict[bytes, bytes]]:
@@ -230,7 +250,9 @@ class EdgeMiddleware:
         )
         per_address = limiter_get("address", limit=settings.TIDELINE_THROTTLE_ADDRESS_PER_MINUTE)
         per_key = limiter_get("key", limit=settings.TIDELINE_THROTTLE_KEY_PER_MINUTE)
-        wait = failures.wait(address) if failures else 0.0
+        # An address that guessed too many keys is refused, except with a key that has already
+        # been accepted: a guesser on the same machine cannot lock the owner's own agents out.
+        wait = failures.wait(address) if failures and not ACCEPTED_KEYS.seen(key) else 0.0
         if not wait and per_address:
             wait = per_address.take(address)
         if not wait and key and per_key:
@@ -268,7 +290,7 @@ class EdgeMiddleware:
         return replay
 
     @staticmethod
-    def _watch(send, address: str, throttled: bool):
+    def _watch(send, address: str, key: str, throttled: bool):
         failures = limiter_get(
             "auth-failures", limit=settings.TIDELINE_THROTTLE_AUTH_FAILURES_PER_MINUTE
         )
@@ -276,8 +298,11 @@ class EdgeMiddleware:
             return send
 
         async def watched(message):
-            if message["type"] == "http.response.start" and message["status"] == 401:
-                failures.take(address)
+            if message["type"] == "http.response.start":
+                if message["status"] == 401:
+                    failures.take(address)
+                elif key and message["status"] != 429:
+                    ACCEPTED_KEYS.add(key)
             await send(message)
 
         return watched

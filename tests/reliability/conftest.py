@@ -6,6 +6,7 @@ is faked but the LLM endpoint (tests/fakes/llm_server.py). Short variants run by
 TIDELINE_RELIABILITY_LONG=1 for the long ones (more kills, more requests).
 """
 
+import contextlib
 import http.client
 import json
 import os
@@ -171,8 +172,16 @@ class Instance:
             connection.close()
 
     def sql(self, query: str, params: tuple = ()) -> list[tuple]:
-        with sqlite3.connect(self.db_path, timeout=30) as db:
+        with contextlib.closing(sqlite3.connect(self.db_path, timeout=30)) as db:
             return db.execute(query, params).fetchall()
+
+    def db_copy(self, *, source: Path, target: Path) -> None:
+        """A consistent copy of a SQLite database (its WAL included), through SQLite itself."""
+        with (
+            contextlib.closing(sqlite3.connect(source)) as origin,
+            contextlib.closing(sqlite3.connect(target)) as copy,
+        ):
+            origin.backup(copy)
 
 
 @pytest.fixture
@@ -186,3 +195,12 @@ def instance(tmp_path):
 def served(instance):
     instance.start()
     return instance
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory):
+    """One served instance for a module's tests that only read or are refused at the edge."""
+    made = Instance(data_dir=tmp_path_factory.mktemp("shared") / "data").prepare()
+    made.start()
+    yield made
+    made.stop()

@@ -22,12 +22,20 @@ class Recorder:
         await send({"type": "http.response.body", "body": b"{}"})
 
 
+class KeyChecker(Recorder):
+    async def __call__(self, scope, receive, send) -> None:
+        self.status = 200 if (b"authorization", b"Bearer tl_good") in scope["headers"] else 401
+        await super().__call__(scope, receive, send)
+
+
 @pytest.fixture(autouse=True)
 def fresh_limiters(settings):
     edge.LIMITERS.clear()
+    edge.ACCEPTED_KEYS.clear()
     settings.TIDELINE_TRUSTED_PROXIES = []
     yield
     edge.LIMITERS.clear()
+    edge.ACCEPTED_KEYS.clear()
 
 
 def request(
@@ -125,6 +133,17 @@ def test_it_answers_429_after_the_wrong_key_limit_for_an_address(settings):
     assert len(app.calls) == 20
     other, _ = request(app, client="198.51.100.9")
     assert other["status"] == 401  # another address is not punished
+
+
+def test_it_keeps_serving_an_accepted_key_from_an_address_that_guesses(settings):
+    settings.TIDELINE_THROTTLE_AUTH_FAILURES_PER_MINUTE = 5
+    app = KeyChecker()
+    good = {"Authorization": "Bearer tl_good"}
+    assert request(app, headers=good)[0]["status"] == 200
+    guesses = [request(app, headers={"Authorization": f"Bearer tl_{n}"}) for n in range(50)]
+    assert [r[0]["status"] for r in guesses][-1] == 429
+    assert request(app, headers=good)[0]["status"] == 200
+    assert request(app)[0]["status"] == 429  # no key at all is still a guess
 
 
 def test_it_limits_requests_per_key(settings):
