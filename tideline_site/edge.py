@@ -228,7 +228,9 @@ class EdgeMiddleware:
             return
         except ClientGone:
             return
-        await self.app(scope, self._replay(body, receive), self._watch(send, address, key, throttled))
+        await self.app(
+            scope, self._replay(body, receive), self._watch(send, address, key, throttled)
+        )
 
     @staticmethod
     def _resolve_client(scope) -> tuple[dict, dict[bytes, bytes]]:

@@ -198,9 +198,14 @@ def served(instance):
 
 
 @pytest.fixture(scope="module")
-def shared_server(tmp_path_factory):
-    """One served instance for a module's tests that only read or are refused at the edge."""
+def shared_instance(tmp_path_factory):
+    """One prepared instance for a module's tests that do not depend on each other's writes."""
     made = Instance(data_dir=tmp_path_factory.mktemp("shared") / "data").prepare()
-    made.start()
     yield made
     made.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_server(shared_instance):
+    shared_instance.start()
+    return shared_instance

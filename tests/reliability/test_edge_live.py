@@ -21,10 +21,8 @@ def raw_exchange(port: int, head: bytes, chunks: list[bytes], *, timeout: float 
         conn.setblocking(False)
         answer = b""
         for chunk in chunks:
-            try:
+            with contextlib.suppress(BlockingIOError):
                 answer += conn.recv(65536)
-            except BlockingIOError:
-                pass
             if answer:
                 break
             try:

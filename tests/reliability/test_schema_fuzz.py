@@ -1,0 +1,48 @@
+"""Schemathesis against the live OpenAPI schema, with a fixed seed: no request may get a 5xx.
+
+Only server errors are failures here. Whether every status a route answers is declared in the
+schema (and every body matches it) is checked once the routes declare their error responses.
+Schemathesis's own pytest plugin does not run under this pytest, so its cases are drawn with
+hypothesis directly, one operation at a time.
+"""
+
+import hypothesis
+import schemathesis
+
+from tests.reliability.conftest import LONG
+
+EXAMPLES = 100 if LONG else 15
+
+
+def test_it_answers_no_server_error(shared_server, record_property):
+    base_url = f"http://127.0.0.1:{shared_server.port}"
+    schema = schemathesis.openapi.from_url(f"{base_url}/api/openapi.json")
+    headers = {"Authorization": f"Bearer {shared_server.key}"}
+    sent, server_errors = [], []
+
+    for result in schema.get_all_operations():
+        operation = result.ok()
+
+        @hypothesis.settings(
+            max_examples=EXAMPLES,
+            derandomize=True,
+            deadline=None,
+            suppress_health_check=list(hypothesis.HealthCheck),
+            database=None,
+            phases=[hypothesis.Phase.explicit, hypothesis.Phase.generate],
+        )
+        @hypothesis.given(case=operation.as_strategy())
+        def exercise(case):
+            response = case.call(base_url=base_url, headers=headers, timeout=30)
+            sent.append(response.status_code)
+            if response.status_code >= 500:
+                server_errors.append(
+                    f"{case.operation.label} → {response.status_code}: {response.text[:200]}"
+                )
+
+        exercise()
+
+    record_property("fuzz_requests", len(sent))
+    print(f"fuzz requests: {len(sent)}, server errors: {len(server_errors)}")
+    assert len(sent) >= EXAMPLES
+    assert server_errors == []
