@@ -341,6 +341,8 @@ TIDELINE_T4_TRIGGER_BELOW = env_int("TIDELINE_T4_TRIGGER_BELOW", 2, minimum=0)
 TIDELINE_T4_KEYWORDS = env_int("TIDELINE_T4_KEYWORDS", 5, minimum=1)
 TIDELINE_T4_PER_KEYWORD = env_int("TIDELINE_T4_PER_KEYWORD", 3, minimum=1)
 TIDELINE_T4_TOP = env_int("TIDELINE_T4_TOP", 5, minimum=1)
+# How much of a turn the per-turn block matches (head and tail); the turn is stored whole.
+TIDELINE_TURN_QUERY_MAX_CHARS = env_int("TIDELINE_TURN_QUERY_MAX_CHARS", 2000, minimum=100)
 TIDELINE_SESSION_BUDGET_TOKENS = env_int("TIDELINE_SESSION_BUDGET_TOKENS", 12000, minimum=50)
 TIDELINE_TURN_BUDGET_TOKENS = env_int("TIDELINE_TURN_BUDGET_TOKENS", 2000, minimum=50)
 # Subagents are not the owner: neither injected nor captured unless these say so.
