@@ -8,4 +8,4 @@ def text_bounded(text: str, *, limit: int) -> str:
     if len(text) <= limit:
         return text
     head = limit // 2
-    return f"{text[:head]}\n{text[len(text) - (limit - head - 1):]}"
+    return f"{text[:head]}\n{text[len(text) - (limit - head - 1) :]}"

@@ -1,7 +1,9 @@
 """SIGKILL during `manage.py maintain` leaves all of its expiries or none of them."""
 
+import contextlib
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -37,6 +39,38 @@ def expiry_state(instance: Instance) -> tuple[int, int, int]:
     return expired, live, audited
 
 
+def write_lock_held(instance: Instance) -> bool:
+    """True while another connection holds the write lock (maintain's one transaction: the
+    planning before it only reads)."""
+    with contextlib.closing(sqlite3.connect(instance.db_path, timeout=0)) as probe:
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:
+            return True
+        probe.rollback()
+        return False
+
+
+def maintain_start(instance: Instance) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(BASE_DIR / "manage.py"), "maintain"],
+        cwd=BASE_DIR,
+        env=instance.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def transaction_wait(instance: Instance, process: subprocess.Popen) -> float:
+    """Block until maintain's write transaction has begun; returns when it began."""
+    deadline = time.monotonic() + 300
+    while not write_lock_held(instance):
+        assert process.poll() is None, "maintain ended before its transaction was seen"
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    return time.monotonic()
+
+
 def test_it_expires_all_or_nothing_when_maintain_is_killed(instance, tmp_path, record_property):
     seeded = instance.manage("shell", "-c", SEED, timeout=600)
     assert seeded.returncode == 0, seeded.stderr
@@ -44,24 +78,21 @@ def test_it_expires_all_or_nothing_when_maintain_is_killed(instance, tmp_path, r
     instance.db_copy(source=instance.db_path, target=pristine)
     assert expiry_state(instance) == (0, MEMORIES, 0)
 
-    began = time.monotonic()
-    complete = instance.manage("maintain", timeout=600)
-    whole_run = time.monotonic() - began
-    assert complete.returncode == 0, complete.stderr
+    process = maintain_start(instance)
+    began = transaction_wait(instance, process)
+    while write_lock_held(instance):
+        time.sleep(0.005)
+    applying = time.monotonic() - began
+    assert process.wait(timeout=600) == 0
     assert expiry_state(instance) == (MEMORIES, 0, MEMORIES)
 
     rng = random.Random(7)
     outcomes = []
     for _ in range(TRIALS):
         instance.db_copy(source=pristine, target=instance.db_path)
-        process = subprocess.Popen(
-            [sys.executable, str(BASE_DIR / "manage.py"), "maintain"],
-            cwd=BASE_DIR,
-            env=instance.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        time.sleep(rng.uniform(0.5, 0.95) * whole_run)
+        process = maintain_start(instance)
+        transaction_wait(instance, process)
+        time.sleep(rng.uniform(0.1, 0.5) * applying)  # inside the transaction
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=30)
         state = expiry_state(instance)
@@ -72,6 +103,7 @@ def test_it_expires_all_or_nothing_when_maintain_is_killed(instance, tmp_path, r
     none_applied = sum(1 for expired, _, _ in outcomes if expired == 0)
     record_property("maintain_kills", TRIALS)
     print(
-        f"maintain kills: {TRIALS} (run {whole_run:.1f} s), none applied: {none_applied}, "
-        f"all applied: {TRIALS - none_applied}, partial: 0"
+        f"maintain kills inside its transaction: {TRIALS} (transaction {applying:.2f} s), "
+        f"none applied: {none_applied}, all applied: {TRIALS - none_applied}, partial: 0"
     )
+    assert none_applied == TRIALS  # killed before its commit, so nothing of it remains
