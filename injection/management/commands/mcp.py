@@ -56,6 +56,7 @@ class Command(BaseCommand):
             lifespan="on",
             # Forwarded headers are the edge's business (TIDELINE_TRUSTED_PROXIES), not uvicorn's.
             proxy_headers=False,
+            http="h11",
             timeout_keep_alive=5,
             h11_max_incomplete_event_size=16 * 1024,
         )
