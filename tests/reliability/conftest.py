@@ -97,7 +97,14 @@ class Instance:
         self.key = created.stdout.strip().splitlines()[-1]
         return self
 
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "server.log"
+
     def start(self, timeout: float = 60) -> None:
+        # A file, not a pipe: a pipe nobody reads fills up, and the server's logging then blocks
+        # every thread that logs.
+        log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -113,12 +120,13 @@ class Instance:
             cwd=BASE_DIR,
             env=self.env,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=log,
         )
+        log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise AssertionError(f"server exited: {self.process.stderr.read().decode()}")
+                raise AssertionError(f"server exited: {self.log_path.read_text()[-2000:]}")
             try:
                 status, _ = self.request("GET", "/api/v1/stats", timeout=2)
                 if status == 200:
