@@ -215,6 +215,9 @@ def _server_start(db_path: str, port: int) -> subprocess.Popen:
         **os.environ,
         "TIDELINE_DATABASE_URL": f"sqlite:///{db_path}",
         "TIDELINE_LOG_LEVEL": "ERROR",
+        # A benchmark measures latency, not the throttle.
+        "TIDELINE_THROTTLE_KEY_PER_MINUTE": "0",
+        "TIDELINE_THROTTLE_ADDRESS_PER_MINUTE": "0",
     }
     process = subprocess.Popen(
         [

@@ -113,7 +113,9 @@ def database_from_url(url: str, *, sqlite_options: dict) -> dict:
     """Turn `sqlite:///abs/path.sqlite3` or `postgres://user:pw@host:port/name` into a DATABASES entry."""
     parsed = urlparse(url)
     if parsed.scheme == "sqlite":
-        path = unquote(parsed.path)
+        # sqlite:///abs and sqlite:////abs (an absolute path pasted after the three slashes) are
+        # the same file.
+        path = "/" + unquote(parsed.path).lstrip("/") if parsed.path.startswith("/") else ""
         if not path or path == "/":
             raise ImproperlyConfigured(f"TIDELINE_DATABASE_URL={url!r} names no SQLite file")
         return {

@@ -4,9 +4,12 @@ The defaults give the laptop setup: SQLite in ./var, the bundled embedder, Celer
 (no broker). Point TIDELINE_DATABASE_URL at PostgreSQL and CELERY_BROKER_URL at Redis to grow.
 """
 
+import contextlib
 import os
 import socket
 from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
 
 from tideline_site.env import (
     database_from_url,
@@ -19,10 +22,17 @@ from tideline_site.env import (
     env_str,
     env_thresholds,
 )
+from tideline_site.private_files import (
+    private_dir_ensure,
+    private_file_write,
+    private_umask_set,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# Everything this process creates from here on (the database and its -wal/-shm, caches, the
+# secret key) is readable by this account only; see tideline_site/private_files.py.
+private_umask_set()
 DATA_DIR = env_path("TIDELINE_DATA_DIR", BASE_DIR / "var")
-DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 # jieba writes a 9 MB dictionary cache into the system temp dir unless told otherwise; keep it ours.
 JIEBA_CACHE_DIR = env_path("TIDELINE_JIEBA_CACHE_DIR", DATA_DIR / "cache")
@@ -31,16 +41,23 @@ DEBUG = env_bool("TIDELINE_DEBUG", False)
 # A per-install secret: generated once into the data dir so a fresh clone works without setup,
 # and never committed. An explicit env value wins.
 _secret_file = DATA_DIR / "secret_key"
-if not os.environ.get("TIDELINE_SECRET_KEY") and not _secret_file.exists():
-    import secrets
+try:
+    private_dir_ensure(DATA_DIR)
+    if not os.environ.get("TIDELINE_SECRET_KEY") and not _secret_file.exists():
+        import secrets
 
-    _secret_file.write_text(secrets.token_urlsafe(50))
-    _secret_file.chmod(0o600)
+        private_file_write(_secret_file, secrets.token_urlsafe(50))
+except OSError as _exc:
+    raise ImproperlyConfigured(
+        f"TIDELINE_DATA_DIR {DATA_DIR} cannot be used ({_exc.strerror or type(_exc).__name__}); "
+        "it must be a directory this account can write"
+    ) from _exc
 SECRET_KEY = env_str("TIDELINE_SECRET_KEY", "") or _secret_file.read_text().strip()
 ALLOWED_HOSTS = env_list("TIDELINE_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("TIDELINE_CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
+    "tideline_site.apps.SiteConfig",
     # django.contrib.admin, with the owner dashboard as its home page.
     "tideline_site.owner_site.OwnerAdminConfig",
     "django.contrib.auth",
@@ -57,6 +74,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Failed owner-panel logins are counted per address and user name; past the limit, 429.
+    "tideline_site.edge.LoginThrottleMiddleware",
     # Serves the owner panel's static files from the one process, so the embedded setup needs
     # no separate web server.
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -134,13 +153,47 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
 # WhiteNoise warns on every request when the directory is missing (tests, before collectstatic).
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+with contextlib.suppress(OSError):  # a read-only data dir is reported by check tideline.E003
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 TIDELINE_HOST = env_str("TIDELINE_HOST", "127.0.0.1")
 TIDELINE_PORT = env_int("TIDELINE_PORT", 8000, minimum=1, maximum=65535)
+
+# --- The edge: what every HTTP request meets before a view (tideline_site/edge.py) --------------
+# Addresses (or CIDR networks) of reverse proxies whose X-Forwarded-For / -Proto are believed.
+# Empty: those headers are dropped, so a client cannot pick the address it is throttled under.
+TIDELINE_TRUSTED_PROXIES = env_list("TIDELINE_TRUSTED_PROXIES", [])
+# Seconds a client has to deliver its whole request body (a short or slow body gets 408).
+TIDELINE_BODY_TIMEOUT = env_float("TIDELINE_BODY_TIMEOUT", 10.0, minimum=0.5)
+# Requests per minute under one API key, from one address, and answers of 401 (wrong or missing
+# key) one address may collect; past any of them: 429 with Retry-After. 0 switches a limit off.
+TIDELINE_THROTTLE_KEY_PER_MINUTE = env_int("TIDELINE_THROTTLE_KEY_PER_MINUTE", 1200, minimum=0)
+TIDELINE_THROTTLE_ADDRESS_PER_MINUTE = env_int(
+    "TIDELINE_THROTTLE_ADDRESS_PER_MINUTE", 2400, minimum=0
+)
+TIDELINE_THROTTLE_AUTH_FAILURES_PER_MINUTE = env_int(
+    "TIDELINE_THROTTLE_AUTH_FAILURES_PER_MINUTE", 30, minimum=0
+)
+# Failed owner-panel logins per address (and per user name) within the window, then 429.
+TIDELINE_LOGIN_FAILURES = env_int("TIDELINE_LOGIN_FAILURES", 5, minimum=1)
+TIDELINE_LOGIN_WINDOW_SECONDS = env_int("TIDELINE_LOGIN_WINDOW_SECONDS", 900, minimum=10)
+
+# Production behind HTTPS (TLS terminated by uvicorn or a trusted proxy): secure cookies, HSTS,
+# every http:// request redirected to https://. `manage.py check --deploy` passes with it.
+TIDELINE_SECURE = env_bool("TIDELINE_SECURE", False)
+if TIDELINE_SECURE:
+    SECURE_SSL_REDIRECT = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("TIDELINE_HSTS_SECONDS", 31_536_000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("TIDELINE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("TIDELINE_HSTS_PRELOAD", True)
+    if TIDELINE_TRUSTED_PROXIES:
+        # Safe only because the edge drops X-Forwarded-Proto from every peer that is not a proxy.
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 LOGGING = {
     "version": 1,
@@ -235,6 +288,8 @@ TIDELINE_SEARCH_PROJECTION_MIN_ROWS = env_int(
 # --- LLM (optional; configured by `manage.py llm set`, key kept in a 0600 file) ------------------
 TIDELINE_LLM_CONFIG_FILE = env_path("TIDELINE_LLM_CONFIG_FILE", DATA_DIR / "llm.json")
 TIDELINE_LLM_TIMEOUT = env_float("TIDELINE_LLM_TIMEOUT", 60.0, minimum=0.1)
+# Retries after a refused connection or an overload answer (429/502/503/504); never after a timeout.
+TIDELINE_LLM_RETRIES = env_int("TIDELINE_LLM_RETRIES", 2, minimum=0, maximum=5)
 
 # --- Trust and lifecycle (DESIGN §3, §6): write gate, consolidation, TTL, decay -------------------
 # Ask the configured LLM to judge the write gate's three questions; any LLM failure uses the rules.
@@ -289,6 +344,8 @@ TIDELINE_T4_TRIGGER_BELOW = env_int("TIDELINE_T4_TRIGGER_BELOW", 2, minimum=0)
 TIDELINE_T4_KEYWORDS = env_int("TIDELINE_T4_KEYWORDS", 5, minimum=1)
 TIDELINE_T4_PER_KEYWORD = env_int("TIDELINE_T4_PER_KEYWORD", 3, minimum=1)
 TIDELINE_T4_TOP = env_int("TIDELINE_T4_TOP", 5, minimum=1)
+# How much of a turn the per-turn block matches (head and tail); the turn is stored whole.
+TIDELINE_TURN_QUERY_MAX_CHARS = env_int("TIDELINE_TURN_QUERY_MAX_CHARS", 2000, minimum=100)
 TIDELINE_SESSION_BUDGET_TOKENS = env_int("TIDELINE_SESSION_BUDGET_TOKENS", 12000, minimum=50)
 TIDELINE_TURN_BUDGET_TOKENS = env_int("TIDELINE_TURN_BUDGET_TOKENS", 2000, minimum=50)
 # Subagents are not the owner: neither injected nor captured unless these say so.

@@ -38,6 +38,7 @@ from memory.models import (
 )
 from memory.search import memory_search
 from memory.services.attention import memories_activate
+from memory.services.bounds import text_bounded
 
 ENVELOPE_TAG = "tideline-memory"
 ENVELOPE_NOTICE = (
@@ -598,6 +599,8 @@ def context_turn(
     budget_tokens: int | None = None,
 ) -> Block:
     """The per-turn block: T1 semantic prefetch, and T4 keywords when T1 finds too little."""
+    # A 100k-character turn is stored whole; matching it whole would cost a minute of CPU.
+    query = text_bounded(query, limit=settings.TIDELINE_TURN_QUERY_MAX_CHARS)
     budget = budget_tokens or settings.TIDELINE_TURN_BUDGET_TOKENS
     skipped = _skip_reason(session)
     if skipped:

@@ -24,7 +24,7 @@ from memory.models import (
     MemoryType,
     Narrative,
 )
-from memory.services.llm import llm_config_load
+from memory.services.llm import LLMConfigInvalid, llm_config_read
 
 DREAM_RUNS_SHOWN = 10
 BACKLOG_EMBEDDING = (EmbeddingStatus.PENDING, EmbeddingStatus.FAILED)
@@ -116,7 +116,10 @@ def backlog_counts() -> list[tuple[str, int]]:
 
 
 def engine_status_context() -> dict:
-    llm = llm_config_load()
+    try:
+        llm, llm_problem = llm_config_read(), ""
+    except LLMConfigInvalid as exc:
+        llm, llm_problem = None, str(exc)
     return {
         "statuses": [label for _, label in MemoryStatus.choices],
         "by_type": _counts_by_type_and_status(),
@@ -125,6 +128,7 @@ def engine_status_context() -> dict:
         "backlog": backlog_counts(),
         "dream": _dream_runs(),
         "llm": llm.public() if llm else None,
+        "llm_problem": llm_problem,
         "engine": [
             ("database", connection.vendor),
             ("embedder", settings.TIDELINE_EMBEDDER),

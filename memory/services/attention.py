@@ -1,14 +1,14 @@
 """Attention: every recall of a memory counts as an activation and leaves an AttentionEvent.
 
-Activation feeds decay (a memory nobody recalls fades) and the owner's attention heatmap.
+Activation feeds decay (a memory nobody recalls fades) and the owner's attention heatmap. A recall
+is not a decision, so it writes no audit row: the AttentionEvent is its whole record.
 """
 
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from memory.models import Actor, AttentionEvent, AuditAction, Memory
-from memory.services.audit import audit_record
+from memory.models import AttentionEvent, Memory
 from memory.services.errors import InvalidInput
 
 SOURCE_MAX_CHARS = 32
@@ -20,7 +20,6 @@ def memories_activate(
     source: str,
     session_id: int | None = None,
     similarities: list[float | None] | None = None,
-    actor: str = Actor.SYSTEM,
 ) -> int:
     """Count one activation of each memory (last_activated, activation_count) and log one
     AttentionEvent per memory with its source and similarity. One short transaction; returns how
@@ -51,13 +50,5 @@ def memories_activate(
                 )
                 for pk in known
             ]
-        )
-        audit_record(
-            actor=actor,
-            action=AuditAction.RECORD,
-            target_type="attention",
-            target_id=known[0] if known else None,
-            reason=f"{len(known)} memory activation(s) via {source}",
-            after={"memory_ids": known, "source": source, "session_id": session_id},
         )
     return len(known)

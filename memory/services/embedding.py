@@ -11,12 +11,8 @@ inside a database transaction. A failed embedding leaves the row committed, keyw
 marked `failed` for back-fill; the failure is logged with its cause, never swallowed.
 """
 
-import json
 import logging
 import os
-import time
-import urllib.error
-import urllib.request
 from functools import cache
 from typing import Protocol
 
@@ -26,11 +22,13 @@ from django.db import transaction
 from django.db.models import Q
 
 from memory.models import ContextTurn, EmbeddingStatus, Memory
+from memory.services.http_client import HttpFailed, RetryPolicy, http_post_json
 
 logger = logging.getLogger("tideline.embedding")
 
 EMBED_TEXT_MAX_CHARS = 4000
-RETRY_BASE_SECONDS = 0.5
+# Embedding is idempotent and cheap to repeat: any server error or timeout is worth a retry.
+EMBEDDING_RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
 class EmbeddingFailed(Exception):
@@ -99,40 +97,30 @@ class HttpEmbedder:
         return payload["embeddings"]
 
     def _call(self, texts: list[str]) -> np.ndarray:
-        request = urllib.request.Request(
-            self._endpoint(),
-            data=json.dumps(self._body(texts)).encode(),
-            headers={"Content-Type": "application/json"}
-            | ({"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}),
-            method="POST",
+        payload = http_post_json(
+            url=self._endpoint(),
+            body=self._body(texts),
+            api_key=self.api_key,
+            timeout=settings.TIDELINE_EMBEDDER_TIMEOUT,
+            policy=RetryPolicy(
+                retries=settings.TIDELINE_EMBEDDER_RETRIES,
+                statuses=EMBEDDING_RETRY_STATUSES,
+                on_timeout=True,
+            ),
         )
-        with urllib.request.urlopen(request, timeout=settings.TIDELINE_EMBEDDER_TIMEOUT) as reply:
-            vectors = np.asarray(self._parse(json.loads(reply.read().decode())), dtype=np.float32)
+        vectors = np.asarray(self._parse(payload), dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[0] != len(texts):
             raise ValueError(f"expected {len(texts)} vectors, got shape {vectors.shape}")
         return vectors
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        attempts = settings.TIDELINE_EMBEDDER_RETRIES + 1
-        for attempt in range(1, attempts + 1):
-            try:
-                vectors = vectors_normalise(self._call(list(texts)))
-                self.dim = vectors.shape[1]
-                return vectors
-            except (urllib.error.URLError, TimeoutError, OSError, ValueError, KeyError) as exc:
-                # The cause is logged; the key is never part of it (it lives in a header).
-                logger.warning(
-                    "embedding request to %s failed (attempt %d/%d): %s: %s",
-                    self._endpoint(),
-                    attempt,
-                    attempts,
-                    type(exc).__name__,
-                    exc,
-                )
-                if attempt == attempts:
-                    raise EmbeddingFailed(f"{self.protocol} embedding failed: {exc}") from exc
-                time.sleep(RETRY_BASE_SECONDS * 2 ** (attempt - 1))
-        raise AssertionError("unreachable")
+        try:
+            vectors = vectors_normalise(self._call(list(texts)))
+        except (HttpFailed, ValueError, KeyError, TypeError, AttributeError) as exc:
+            # The cause names the URL, never the key (it lives in a header).
+            raise EmbeddingFailed(f"{self.protocol} embedding failed: {exc}") from exc
+        self.dim = vectors.shape[1]
+        return vectors
 
 
 def vectors_normalise(vectors: np.ndarray) -> np.ndarray:

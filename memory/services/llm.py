@@ -5,26 +5,39 @@ task arguments or error messages. Remote endpoints must use HTTPS: a key sent ov
 key given away, so plain HTTP is allowed only to loopback (a local Ollama).
 """
 
-import ipaddress
 import json
 import logging
 import os
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 from django.conf import settings
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memory.services.errors import InvalidInput
+from memory.services.http_client import (
+    HttpFailed,
+    RetryPolicy,
+    endpoint_url_validate,
+    http_post_json,
+)
+from tideline_site.private_files import private_dir_ensure, private_file_write
 
 logger = logging.getLogger("tideline.llm")
+
+# A completion is not cheap and a slow one stays slow: retry only what says "try again"
+# (overload, gateway trouble, no connection), never a timeout.
+LLM_RETRY_STATUSES = frozenset({429, 502, 503, 504})
 
 
 class LLMUnavailable(Exception):
     """No LLM configured, or it failed (timeout, disconnect, HTTP error, invalid JSON). Callers fall
     back to the deterministic path; nothing bad is written."""
+
+
+class LLMConfigInvalid(LLMUnavailable):
+    """The LLM config file exists but cannot be used; the message says which field and how to fix
+    it, and never repeats a value from the file (it may hold the key)."""
 
 
 @dataclass(frozen=True)
@@ -49,24 +62,31 @@ class LLMReply:
         return self.prompt_tokens + self.completion_tokens
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+class LLMConfigFile(BaseModel):
+    """The shape of llm.json: strings only, nothing coerced (a number is not a URL)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", str_strip_whitespace=True)
+
+    base_url: str
+    model: str = Field(min_length=1, max_length=200)
+    api_key: str = Field("", max_length=4096)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        try:
+            return endpoint_url_validate(value, what="base_url")
+        except InvalidInput as exc:
+            raise ValueError(str(exc)) from exc
 
 
-def llm_url_validate(base_url: str) -> str:
-    parsed = urlparse(base_url.strip())
-    if parsed.scheme not in {"http", "https"} or not parsed.hostname:
-        raise InvalidInput("base URL must be an http(s) URL such as https://api.example.com/v1")
-    if parsed.scheme == "http" and not _is_loopback(parsed.hostname):
-        raise InvalidInput(
-            "a remote LLM endpoint must use HTTPS; plain HTTP is allowed only for loopback"
-        )
-    return base_url.strip().rstrip("/")
+def _validation_message(exc: ValidationError) -> str:
+    # Field and reason only: pydantic's own text repeats the input, which may be the key.
+    parts = []
+    for error in exc.errors(include_input=False, include_url=False):
+        field = ".".join(str(part) for part in error["loc"]) or "file"
+        parts.append(f"{field}: {error['msg'].removeprefix('Value error, ')}")
+    return "; ".join(parts)
 
 
 def _config_path() -> Path:
@@ -74,35 +94,56 @@ def _config_path() -> Path:
 
 
 def llm_config_save(*, base_url: str, model: str, api_key: str) -> LLMConfig:
-    base_url = llm_url_validate(base_url)
-    if not model.strip():
-        raise InvalidInput("model must not be empty")
-    config = LLMConfig(base_url=base_url, model=model.strip(), api_key=api_key.strip())
+    try:
+        checked = LLMConfigFile(base_url=base_url, model=model, api_key=api_key)
+    except ValidationError as exc:
+        raise InvalidInput(_validation_message(exc)) from exc
+    config = LLMConfig(base_url=checked.base_url, model=checked.model, api_key=checked.api_key)
     path = _config_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Create with 0600 from the start so the key is never readable by others, even briefly.
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w") as handle:
-        json.dump(
-            {"base_url": config.base_url, "model": config.model, "api_key": config.api_key}, handle
-        )
-    path.chmod(0o600)
+    private_dir_ensure(path.parent)
+    # 0600 from the first byte, so the key is never readable by others, even briefly.
+    private_file_write(
+        path,
+        json.dumps({"base_url": config.base_url, "model": config.model, "api_key": config.api_key}),
+    )
     return config
 
 
-def llm_config_load() -> LLMConfig | None:
+def llm_config_read() -> LLMConfig | None:
+    """The configured LLM, None when there is no config file. Raises LLMConfigInvalid with one
+    clear message for a file that cannot be used."""
     path = _config_path()
     if not path.exists():
         return None
+    fix = "fix it with `manage.py llm set --base-url URL --model M`"
     try:
         raw = json.loads(path.read_text())
-        return LLMConfig(
-            base_url=llm_url_validate(raw["base_url"]),
-            model=str(raw["model"]),
-            api_key=os.environ.get("TIDELINE_LLM_API_KEY") or str(raw.get("api_key", "")),
-        )
-    except (OSError, ValueError, KeyError, TypeError, InvalidInput):
-        logger.warning("LLM config at %s is unreadable; running without an LLM", path)
+    except (OSError, ValueError) as exc:
+        raise LLMConfigInvalid(
+            f"the LLM config {path} is not readable JSON ({type(exc).__name__}); {fix}"
+        ) from exc
+    if not isinstance(raw, dict):
+        raise LLMConfigInvalid(f"the LLM config {path} is not a JSON object; {fix}")
+    try:
+        checked = LLMConfigFile.model_validate(raw)
+    except ValidationError as exc:
+        raise LLMConfigInvalid(
+            f"the LLM config {path} is invalid: {_validation_message(exc)}; {fix}"
+        ) from exc
+    return LLMConfig(
+        base_url=checked.base_url,
+        model=checked.model,
+        api_key=os.environ.get("TIDELINE_LLM_API_KEY") or checked.api_key,
+    )
+
+
+def llm_config_load() -> LLMConfig | None:
+    """The configured LLM, or None when there is none or its file is unusable (the reason is
+    logged; `manage.py check` and `manage.py llm test` show it too)."""
+    try:
+        return llm_config_read()
+    except LLMConfigInvalid as exc:
+        logger.warning("%s; running without an LLM", exc)
         return None
 
 
@@ -118,40 +159,44 @@ def llm_complete_json(
     *, system: str, user: str, config: LLMConfig | None = None, timeout: float | None = None
 ) -> LLMReply:
     """One chat completion that must answer a JSON object. Raises LLMUnavailable on any failure."""
-    config = config or llm_config_load()
+    config = config or llm_config_read()
     if config is None:
         raise LLMUnavailable("no LLM is configured (manage.py llm set)")
-    body = json.dumps(
-        {
-            "model": config.model,
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
-            "temperature": 0,
-            "response_format": {"type": "json_object"},
-        }
-    ).encode()
-    request = urllib.request.Request(
-        f"{config.base_url}/chat/completions",
-        data=body,
-        headers={"Content-Type": "application/json"}
-        | ({"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}),
-        method="POST",
-    )
+    body = {
+        "model": config.model,
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        "temperature": 0,
+        "response_format": {"type": "json_object"},
+    }
     try:
-        with urllib.request.urlopen(
-            request, timeout=timeout or settings.TIDELINE_LLM_TIMEOUT
-        ) as reply:
-            payload = json.loads(reply.read().decode())
+        payload = http_post_json(
+            url=f"{config.base_url}/chat/completions",
+            body=body,
+            api_key=config.api_key,
+            timeout=timeout or settings.TIDELINE_LLM_TIMEOUT,
+            policy=RetryPolicy(
+                retries=settings.TIDELINE_LLM_RETRIES,
+                statuses=LLM_RETRY_STATUSES,
+                on_timeout=False,
+            ),
+        )
+    except HttpFailed as exc:
+        raise LLMUnavailable(f"LLM request failed: {exc}") from exc
+    try:
         content = payload["choices"][0]["message"]["content"]
         data = json.loads(_strip_fences(content))
-    except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
-        raise LLMUnavailable(f"LLM request failed: {type(exc).__name__}") from exc
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         raise LLMUnavailable("LLM answered something that is not the expected JSON") from exc
     if not isinstance(data, dict):
         raise LLMUnavailable("LLM answered JSON that is not an object")
-    usage = payload.get("usage") or {}
+    usage = payload.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
     return LLMReply(
         data=data,
-        prompt_tokens=int(usage.get("prompt_tokens") or 0),
-        completion_tokens=int(usage.get("completion_tokens") or 0),
+        prompt_tokens=_token_count(usage.get("prompt_tokens")),
+        completion_tokens=_token_count(usage.get("completion_tokens")),
     )
+
+
+def _token_count(value: object) -> int:
+    return value if isinstance(value, int) and value >= 0 else 0

@@ -1,7 +1,7 @@
 """A local fake OpenAI-compatible server: the one fake we allow, at the process edge.
 
 Tests script its answers in order: a JSON object to return as the assistant's content, raw text
-(for invalid JSON), an HTTP status (for server errors) or a delay (for timeouts). It records every
+(for invalid JSON), an HTTP status (for server errors), a redirect, or a delay (for timeouts). It records every
 request body so tests can check what was (and was not) sent.
 """
 
@@ -19,6 +19,7 @@ class Answer:
     content: str = "{}"
     status: int = 200
     delay: float = 0.0
+    headers: dict = field(default_factory=dict)
 
 
 def json_answer(data: dict) -> Answer:
@@ -31,6 +32,10 @@ def text_answer(text: str) -> Answer:
 
 def status_answer(status: int) -> Answer:
     return Answer(status=status)
+
+
+def redirect_answer(location: str, status: int = 302) -> Answer:
+    return Answer(status=status, headers={"Location": location})
 
 
 def slow_answer(delay: float, data: dict | None = None) -> Answer:
@@ -67,6 +72,8 @@ class FakeLLM:
                     time.sleep(answer.delay)
                 if answer.status != 200:
                     self.send_response(answer.status)
+                    for name, value in answer.headers.items():
+                        self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(b'{"error": "scripted failure"}')
                     return

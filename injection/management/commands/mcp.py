@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from injection.mcp_server import mcp_http_app, mcp_server_build
 from injection.services.warmup import server_warm_in_background
+from tideline_site.edge import edge_wrap
 
 
 class Command(BaseCommand):
@@ -41,11 +42,25 @@ class Command(BaseCommand):
             raise CommandError(f"--host {host!r}: MCP over HTTP listens on loopback only")
         if not 1 <= port <= 65535:
             raise CommandError(f"--port {port} is not a TCP port")
-        app = mcp_http_app(
-            server=server, host=host, port=port, max_body=settings.TIDELINE_API_MAX_BODY_BYTES
+        # The edge throttles keys and addresses and bounds bodies before MCP reads them.
+        app = edge_wrap(
+            mcp_http_app(
+                server=server, host=host, port=port, max_body=settings.TIDELINE_API_MAX_BODY_BYTES
+            )
         )
         # Over HTTP the server outlives many clients: pay the embedder and index load now, not
         # on the first tool call. (Stdio answers the handshake first and loads on demand.)
         server_warm_in_background()
         self.stderr.write(f"Tideline MCP on http://{host}:{port}/mcp (bearer API key required)")
-        uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            # Forwarded headers are the edge's business (TIDELINE_TRUSTED_PROXIES), not uvicorn's.
+            proxy_headers=False,
+            http="h11",
+            timeout_keep_alive=5,
+            h11_max_incomplete_event_size=16 * 1024,
+        )

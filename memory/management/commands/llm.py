@@ -11,7 +11,13 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from memory.services.errors import InvalidInput
-from memory.services.llm import LLMUnavailable, llm_complete_json, llm_config_load, llm_config_save
+from memory.services.llm import (
+    LLMConfigInvalid,
+    LLMUnavailable,
+    llm_complete_json,
+    llm_config_read,
+    llm_config_save,
+)
 
 
 class Command(BaseCommand):
@@ -60,7 +66,10 @@ class Command(BaseCommand):
         )
 
     def _test(self) -> None:
-        config = llm_config_load()
+        try:
+            config = llm_config_read()
+        except LLMConfigInvalid as exc:
+            raise CommandError(str(exc)) from exc
         if config is None:
             raise CommandError(
                 "no LLM is configured; run `manage.py llm set --base-url URL --model M` first"

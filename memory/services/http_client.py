@@ -1,0 +1,156 @@
+"""The one HTTP client for outside services that may carry a key: the LLM and the HTTP embedders.
+
+Rules every call follows, so no caller has to remember them:
+- explicit connect/read/write timeouts;
+- bounded retries with exponential backoff and jitter, only where a retry can help (the policy
+  names which statuses and whether a timeout is worth repeating);
+- redirects are never followed: a redirect would carry the key to wherever the Location points
+  (another host, plain HTTP), so it is reported as a failure naming the redirect target instead;
+- HTTPS for every host that is not loopback, and no credentials inside the URL (they would be
+  printed and logged wherever the URL is);
+- proxies and .netrc from the environment are ignored, so nothing outside Tideline's own
+  configuration adds or reroutes credentials;
+- errors name the URL and the cause, never the key and never the response body (a misbehaving
+  endpoint may echo the request's headers back).
+"""
+
+import ipaddress
+import json
+import logging
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httpx2
+from tenacity import (
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from memory.services.errors import InvalidInput
+
+logger = logging.getLogger("tideline.http")
+
+RETRY_BASE_SECONDS = 0.5
+RETRY_MAX_SECONDS = 8.0
+CONNECT_TIMEOUT_SECONDS = 5.0
+
+
+class HttpFailed(Exception):
+    """The service could not be reached or gave no usable answer, after the bounded retries.
+    The message is safe to show: URL and cause, never a key."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    retries: int
+    statuses: frozenset[int]
+    on_timeout: bool
+
+
+class _Retryable(HttpFailed):
+    pass
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def endpoint_url_validate(url: object, *, what: str) -> str:
+    """A service base URL as Tideline accepts it: http(s), a host, HTTPS unless loopback, no
+    user:password part. Raises InvalidInput with a message that never repeats a credential."""
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidInput(f"{what} must be an http(s) URL such as https://api.example.com/v1")
+    url = url.strip()
+    try:
+        parsed = urlsplit(url)
+        host = parsed.hostname
+        parsed.port  # noqa: B018 — a malformed port raises here
+    except ValueError as exc:
+        raise InvalidInput(f"{what} is not a valid URL") from exc
+    if parsed.scheme not in {"http", "https"} or not host:
+        raise InvalidInput(f"{what} must be an http(s) URL such as https://api.example.com/v1")
+    if parsed.username is not None or parsed.password is not None:
+        raise InvalidInput(
+            f"{what} must not contain credentials (user:password@); the key is configured "
+            "separately and never kept in the URL"
+        )
+    if parsed.scheme == "http" and not _is_loopback(host):
+        raise InvalidInput(
+            f"{what} must use HTTPS for a remote host; plain HTTP is allowed only for loopback"
+        )
+    return url.rstrip("/")
+
+
+def _status_failure(response: httpx2.Response, url: str) -> HttpFailed:
+    if response.is_redirect:
+        location = response.headers.get("location", "")
+        target = urlsplit(location)
+        shown = f"{target.scheme}://{target.hostname}{target.path}" if target.hostname else "?"
+        return HttpFailed(
+            f"{url} answered a redirect ({response.status_code} to {shown}); redirects are not "
+            "followed for requests that carry a key: configure the final URL"
+        )
+    return HttpFailed(f"{url} answered HTTP {response.status_code}")
+
+
+def http_post_json(
+    *, url: str, body: dict, api_key: str, timeout: float, policy: RetryPolicy
+) -> dict:
+    """POST a JSON body and return the JSON object answered. Raises HttpFailed."""
+    endpoint_url_validate(url, what="the service URL")
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    limits = httpx2.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT_SECONDS))
+    content = json.dumps(body, ensure_ascii=False).encode()
+
+    def attempt() -> dict:
+        try:
+            with httpx2.Client(follow_redirects=False, trust_env=False, timeout=limits) as client:
+                response = client.post(url, content=content, headers=headers)
+        except httpx2.TimeoutException as exc:
+            failure_type = _Retryable if policy.on_timeout else HttpFailed
+            raise failure_type(f"{url} timed out ({type(exc).__name__})") from exc
+        except httpx2.TransportError as exc:
+            raise _Retryable(f"{url} could not be reached ({type(exc).__name__})") from exc
+        if response.status_code in policy.statuses:
+            raise _Retryable(f"{url} answered HTTP {response.status_code}")
+        if not response.is_success:
+            raise _status_failure(response, url)
+        try:
+            payload = response.json()
+        except ValueError as exc:
+            raise HttpFailed(f"{url} answered something that is not JSON") from exc
+        if not isinstance(payload, dict):
+            raise HttpFailed(f"{url} answered JSON that is not an object")
+        return payload
+
+    def log_retry(state) -> None:
+        logger.warning(
+            "request to %s failed (attempt %d/%d): %s",
+            url,
+            state.attempt_number,
+            policy.retries + 1,
+            state.outcome.exception(),
+        )
+
+    retrying = Retrying(
+        stop=stop_after_attempt(policy.retries + 1),
+        wait=wait_exponential_jitter(
+            multiplier=RETRY_BASE_SECONDS, max=RETRY_MAX_SECONDS, jitter=RETRY_BASE_SECONDS
+        ),
+        retry=retry_if_exception(lambda exc: isinstance(exc, _Retryable)),
+        before_sleep=log_retry,
+        reraise=True,
+    )
+    try:
+        return retrying(attempt)
+    except _Retryable as exc:
+        raise HttpFailed(str(exc)) from exc.__cause__
