@@ -82,7 +82,7 @@ class ErrorOut(Schema):
     detail: Any
 
 
-ERRORS = {code: ErrorOut for code in (400, 401, 403, 404, 409, 413, 422, 500)}
+ERRORS = {code: ErrorOut for code in (400, 401, 403, 404, 408, 409, 413, 422, 429, 500)}
 ONE = {200: dict, **ERRORS}
 MANY = {200: list[dict], **ERRORS}
 
