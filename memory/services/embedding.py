@@ -14,9 +14,11 @@ marked `failed` for back-fill; the failure is logged with its cause, never swall
 import json
 import logging
 import os
+import re
 import time
 import urllib.error
 import urllib.request
+from datetime import timedelta
 from functools import cache
 from typing import Protocol
 
@@ -24,6 +26,7 @@ import numpy as np
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from memory.models import ContextTurn, EmbeddingStatus, Memory
 
@@ -31,6 +34,7 @@ logger = logging.getLogger("tideline.embedding")
 
 EMBED_TEXT_MAX_CHARS = 4000
 RETRY_BASE_SECONDS = 0.5
+CREDENTIALS_IN_URL = re.compile(r"(//[^/:@\s]*):[^@\s]*@")
 
 
 class EmbeddingFailed(Exception):
@@ -171,16 +175,57 @@ def embedder_get() -> Embedder | None:
     )
 
 
+def _enqueue(task, ids: list[int]) -> None:
+    """Runs after commit: the row is stored whatever happens here. A broker that is down or slow
+    must not fail the request that wrote it, so any error is logged (its type and a redacted
+    message: broker URLs can carry a password) and the rows stay `pending` for the sweep."""
+    try:
+        task.delay(ids)
+    except Exception as exc:
+        logger.warning(
+            "could not queue %s for %d rows, they stay pending for the embedding sweep: %s: %s",
+            task.name,
+            len(ids),
+            type(exc).__name__,
+            CREDENTIALS_IN_URL.sub(r"\1***@", str(exc))[:300],
+        )
+
+
 def embedding_schedule(*, memory_ids: list[int] = (), turn_ids: list[int] = ()) -> None:
     """Queue embedding for rows written in the current transaction, to run once it commits."""
     from memory import tasks
 
     if memory_ids:
         ids = list(memory_ids)
-        transaction.on_commit(lambda: tasks.embed_memories.delay(ids))
+        transaction.on_commit(lambda: _enqueue(tasks.embed_memories, ids))
     if turn_ids:
         ids = list(turn_ids)
-        transaction.on_commit(lambda: tasks.embed_turns.delay(ids))
+        transaction.on_commit(lambda: _enqueue(tasks.embed_turns, ids))
+
+
+def embeddings_pending_drain(*, grace_seconds: float = 0, limit: int | None = None) -> dict:
+    """Embed rows still `pending` or `failed`: queued work lost to a broker outage, rows written
+    just before a crash, and failures of a provider that has come back. Rows touched within
+    `grace_seconds` are left to the task already queued for them. At most `limit` rows of each
+    kind per call (TIDELINE_EMBED_SWEEP_LIMIT), so one sweep stays bounded; the next takes the
+    rest. Idempotent: embedding a row twice stores the same vector."""
+    limit = settings.TIDELINE_EMBED_SWEEP_LIMIT if limit is None else limit
+    waiting = Q(embedding_status__in=[EmbeddingStatus.PENDING, EmbeddingStatus.FAILED])
+    cutoff = timezone.now() - timedelta(seconds=grace_seconds)
+    memory_ids = list(
+        Memory.objects.filter(waiting, updated_at__lte=cutoff)
+        .order_by("pk")
+        .values_list("pk", flat=True)[:limit]
+    )
+    turn_ids = list(
+        ContextTurn.objects.filter(waiting, recorded_at__lte=cutoff)
+        .order_by("pk")
+        .values_list("pk", flat=True)[:limit]
+    )
+    return {
+        "memories": memories_embed(memory_ids=memory_ids) if memory_ids else 0,
+        "turns": turns_embed(turn_ids=turn_ids) if turn_ids else 0,
+    }
 
 
 def _store(model: type[Memory] | type[ContextTurn], pairs, model_id: str) -> None:
