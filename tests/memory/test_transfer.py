@@ -225,6 +225,7 @@ def test_it_names_every_model_it_exports_or_says_why_not():
     assert models == set(EXPORTED_MODELS) | set(NOT_EXPORTED)
 
 
+@pytest.mark.slow
 def test_it_round_trips_the_store_into_a_fresh_sqlite_database(seeded, tmp_path):
     export = tmp_path / "store.jsonl"
     call_command("export", str(export), stderr=io.StringIO())
@@ -238,6 +239,7 @@ def test_it_round_trips_the_store_into_a_fresh_sqlite_database(seeded, tmp_path)
     assert results[0] and results[2]
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_it_round_trips_the_store_into_a_fresh_postgresql_database(seeded, tmp_path):
     admin_url = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -293,6 +295,7 @@ def test_it_leaves_vectors_out_when_asked(seeded):
     assert ready
 
 
+@pytest.mark.slow
 def test_it_imports_a_scope_without_vectors_into_a_fresh_database_and_leaves_them_pending(
     seeded, project_scope, tmp_path
 ):
