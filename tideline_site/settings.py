@@ -168,6 +168,8 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_connect_timeout": env_float("TIDELINE_BROKER_CONNECT_TIMEOUT", 2.0, minimum=0.1)
 }
+# After a failed enqueue a process leaves the broker alone this long (rows wait for the sweep).
+TIDELINE_BROKER_BACKOFF_SECONDS = env_int("TIDELINE_BROKER_BACKOFF_SECONDS", 30, minimum=0)
 # The embedding sweep (beat, every minute by default; and at worker and server start) embeds rows
 # still pending or failed: at most LIMIT of each kind per run, leaving rows younger than GRACE
 # seconds to the task queued for them.

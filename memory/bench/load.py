@@ -7,8 +7,9 @@ for `--seconds`: each agent loops (keep-alive connection, `--think` seconds betw
 90% per-turn injection (`POST /api/v1/turn`, record=false, as the hook asks) and 10% writes
 (narratives, facts) and turn syncs (`POST /api/v1/turns`). Reported per step: throughput, per-turn
 and write p50/p95/p99, errors, the RSS of every server process and the load average (other work on
-the machine counts). A worker count stops climbing once per-turn p95 passes `--target-ms` or an
-error appears; the verdict is the most agents held at p95 ≤ target with 0 errors.
+the machine counts). A worker count stops climbing once per-turn p95 passes 4× `--target-ms` or an
+error appears; the verdict is the most agents held, with every smaller step also held, at per-turn
+p95 ≤ `--target-ms` and 0 errors.
 """
 
 import http.client
@@ -26,11 +27,12 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import CommandError
-from django.db import connection
+from django.db import connection, transaction
 
 MAX_AGENTS = 512
 MAX_SECONDS = 120
 MAX_WORKERS = 8
+GIVE_UP_FACTOR = 4
 
 
 def add_arguments(parser) -> None:
@@ -44,6 +46,9 @@ def add_arguments(parser) -> None:
         "--think", type=float, default=1.0, help="seconds an agent waits between requests"
     )
     parser.add_argument("--target-ms", type=float, default=100.0, help="per-turn p95 to hold")
+    parser.add_argument(
+        "--ingest", type=int, default=1000, help="turns recorded to time ingest (0: skip)"
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
         "--in-place",
@@ -255,6 +260,41 @@ def _step(agents: int, *, port: int, key: str, cwd: str, options, server) -> dic
     }
 
 
+def _database_size_mb() -> float:
+    if connection.vendor == "sqlite":
+        path = Path(connection.settings_dict["NAME"])
+        return (
+            sum(f.stat().st_size for f in path.parent.glob(f"{path.name}*") if f.is_file()) / 2**20
+        )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_database_size(current_database())")
+        return cursor.fetchone()[0] / 2**20
+
+
+def _ingest(turns: int, scope_id: int, out) -> None:
+    """Turns per second through the write service (10 per sync, each sync one transaction), with
+    the configured embedder (inline, as eager Celery does) and with embeddings off."""
+    from django.test import override_settings
+
+    from memory.services.timeline import TurnInput, session_start, turns_record
+
+    for label, embedder in (("with embeddings", settings.TIDELINE_EMBEDDER), ("without", "none")):
+        with override_settings(TIDELINE_EMBEDDER=embedder):
+            session = session_start(
+                runtime="ingest", external_id=f"ingest-{embedder}", scope_id=scope_id
+            )
+            began = time.perf_counter()
+            for start in range(0, turns, 10):
+                batch = [
+                    TurnInput(role="user", content=f"ingest turn {start + k}: the crawler retried")
+                    for k in range(min(10, turns - start))
+                ]
+                with transaction.atomic():
+                    turns_record(session_id=session.pk, turns=batch)
+            rate = turns / (time.perf_counter() - began)
+        out(f"  ingest {label}: {rate:,.0f} turns/s ({turns:,} turns, 10 per sync)")
+
+
 def _report_step(figures: dict, out) -> None:
     turns, writes = figures["turns"], figures["writes"]
     workers_rss = [mb for name, mb in figures["rss"].items() if name != "master"]
@@ -310,23 +350,32 @@ def run(command, options) -> None:
         ids = _seed_narratives(options["size"], scope.pk, rng, out)
         _seed_rest(scope.pk, ids, rng)
         _, key = apikey_create(name="load", scope_ids=[scope.pk])
+        if options["ingest"]:
+            _ingest(options["ingest"], scope.pk, out)
+        out(f"  database size: {_database_size_mb():,.0f} MB")
         connection.close()
         for workers in workers_list:
             port = _free_port()
             out(f"\n{workers} worker(s): starting uvicorn and waiting for every worker's warm-up…")
             began = time.perf_counter()
             server = _server_start(workers, port, log)
-            out(f"  warm in {time.perf_counter() - began:.1f} s")
+            out(f"  cold start (every worker warm): {time.perf_counter() - began:.1f} s")
             held[workers] = 0
+            failed = False
             try:
                 for agents in agents_list:
                     figures = _step(
                         agents, port=port, key=key, cwd=project_dir, options=options, server=server
                     )
                     _report_step(figures, out)
-                    if figures["errors"] or _pct(figures["turns"], 0.95) > options["target_ms"]:
+                    p95 = _pct(figures["turns"], 0.95)
+                    if figures["errors"] or p95 > options["target_ms"]:
+                        failed = True
+                    elif not failed:
+                        held[workers] = agents
+                    # Past a clear overload more agents only queue; the curve is known.
+                    if figures["errors"] or p95 > GIVE_UP_FACTOR * options["target_ms"]:
                         break
-                    held[workers] = agents
             finally:
                 _server_stop(server)
     finally:

@@ -175,17 +175,30 @@ def embedder_get() -> Embedder | None:
     )
 
 
+class _BrokerBackoff:
+    """After a failed enqueue this process stops asking the broker for a while: a broker that
+    does not answer costs each write its connect timeout, and the sweep picks those rows up."""
+
+    retry_at = 0.0
+
+
 def _enqueue(task, ids: list[int]) -> None:
     """Runs after commit: the row is stored whatever happens here. A broker that is down or slow
-    must not fail the request that wrote it, so any error is logged (its type and a redacted
-    message: broker URLs can carry a password) and the rows stay `pending` for the sweep."""
+    must not fail or hold the request that wrote it, so any error is logged (its type and a
+    redacted message: broker URLs can carry a password) and the rows stay `pending` for the
+    sweep; for TIDELINE_BROKER_BACKOFF_SECONDS after it, writes do not try the broker at all."""
+    if time.monotonic() < _BrokerBackoff.retry_at:
+        return
     try:
         task.delay(ids)
     except Exception as exc:
+        _BrokerBackoff.retry_at = time.monotonic() + settings.TIDELINE_BROKER_BACKOFF_SECONDS
         logger.warning(
-            "could not queue %s for %d rows, they stay pending for the embedding sweep: %s: %s",
+            "could not queue %s for %d rows, they stay pending for the embedding sweep"
+            " (no enqueue for %d s): %s: %s",
             task.name,
             len(ids),
+            settings.TIDELINE_BROKER_BACKOFF_SECONDS,
             type(exc).__name__,
             CREDENTIALS_IN_URL.sub(r"\1***@", str(exc))[:300],
         )

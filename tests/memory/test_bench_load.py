@@ -12,7 +12,7 @@ def test_it_runs_simulated_agents_against_a_real_server_and_reports_the_verdict(
     report = StringIO()
     call_command(
         "bench", "load", "--in-place", "--size", "200", "--workers", "1",
-        "--agents", "1,3", "--seconds", "3", "--think", "0.2", "--target-ms", "60000",
+        "--agents", "1,3", "--seconds", "3", "--think", "0.2", "--target-ms", "60000", "--ingest", "20",
         stdout=report,
     )  # fmt: skip
     text = report.getvalue()
@@ -22,6 +22,8 @@ def test_it_runs_simulated_agents_against_a_real_server_and_reports_the_verdict(
     assert re.search(r"turn p50/p95/p99 +[\d.]+/ *[\d.]+/ *[\d.]+ ms \(n=\d+\)", text)
     assert re.search(r"RSS master \d+ MB", text)
     assert "1 worker(s): holds 3 agents" in text
+    assert re.search(r"ingest with embeddings: [\d,]+ turns/s", text)
+    assert re.search(r"database size: [\d,]+ MB", text)
 
 
 def test_it_refuses_unbounded_runs():

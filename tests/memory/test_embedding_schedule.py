@@ -18,7 +18,7 @@ from django.conf import settings
 
 from injection.services.access import apikey_create
 from memory.models import ContextTurn, EmbeddingStatus, Memory, ScopeKind
-from memory.services.embedding import _enqueue, embeddings_pending_drain
+from memory.services.embedding import _BrokerBackoff, _enqueue, embeddings_pending_drain
 from memory.services.narratives import NarrativeInput, narrative_write
 from memory.services.scopes import scope_ensure
 from memory.services.timeline import TurnInput, session_start, turns_record
@@ -90,7 +90,11 @@ def test_it_sweeps_pending_and_failed_rows_and_leaves_young_ones_to_their_task(g
     assert embeddings_pending_drain(grace_seconds=0) == {"memories": 0, "turns": 0}
 
 
-def test_it_logs_a_refused_enqueue_without_the_broker_password(caplog):
+def test_it_logs_a_refused_enqueue_without_the_broker_password_then_leaves_the_broker_alone(
+    caplog, settings, monkeypatch
+):
+    monkeypatch.setattr(_BrokerBackoff, "retry_at", 0.0)
+    settings.TIDELINE_BROKER_BACKOFF_SECONDS = 30
     dead = Celery(
         "dead-broker",
         broker=f"redis://:hunter2-secret@127.0.0.1:{_free_port()}/0",
@@ -104,9 +108,14 @@ def test_it_logs_a_refused_enqueue_without_the_broker_password(caplog):
 
     with caplog.at_level(logging.WARNING, logger="tideline.embedding"):
         _enqueue(embed_memories, [1, 2])
+        began = time.monotonic()
+        _enqueue(embed_memories, [3])
+        skipped_in = time.monotonic() - began
 
-    assert "stay pending for the embedding sweep" in caplog.text
+    assert caplog.text.count("stay pending for the embedding sweep") == 1
     assert "hunter2" not in caplog.text
+    assert _BrokerBackoff.retry_at > time.monotonic() + 25
+    assert skipped_in < 0.05  # the second write never touched the broker
 
 
 def test_it_runs_the_sweep_every_minute_from_the_one_beat_table():
