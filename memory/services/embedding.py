@@ -221,7 +221,10 @@ def embeddings_pending_drain(*, grace_seconds: float = 0, limit: int | None = No
     just before a crash, and failures of a provider that has come back. Rows touched within
     `grace_seconds` are left to the task already queued for them. At most `limit` rows of each
     kind per call (TIDELINE_EMBED_SWEEP_LIMIT), so one sweep stays bounded; the next takes the
-    rest. Idempotent: embedding a row twice stores the same vector."""
+    rest. Without an embedder rows wait as they are. Idempotent: embedding a row twice stores the
+    same vector."""
+    if embedder_get() is None:
+        return {"memories": 0, "turns": 0}
     limit = settings.TIDELINE_EMBED_SWEEP_LIMIT if limit is None else limit
     waiting = Q(embedding_status__in=[EmbeddingStatus.PENDING, EmbeddingStatus.FAILED])
     cutoff = timezone.now() - timedelta(seconds=grace_seconds)
@@ -236,9 +239,22 @@ def embeddings_pending_drain(*, grace_seconds: float = 0, limit: int | None = No
         .values_list("pk", flat=True)[:limit]
     )
     return {
-        "memories": memories_embed(memory_ids=memory_ids) if memory_ids else 0,
-        "turns": turns_embed(turn_ids=turn_ids) if turn_ids else 0,
+        "memories": _drain(memory_ids, lambda ids: memories_embed(memory_ids=ids)),
+        "turns": _drain(turn_ids, lambda ids: turns_embed(turn_ids=ids)),
     }
+
+
+def _drain(ids: list[int], embed) -> int:
+    """Embed in provider-sized batches; a batch that fails whole means the provider is down, so
+    the rest waits for the next sweep instead of paying every batch's retries now."""
+    done = 0
+    batch = settings.TIDELINE_EMBEDDER_BATCH
+    for start in range(0, len(ids), batch):
+        embedded = embed(ids[start : start + batch])
+        if not embedded:
+            break
+        done += embedded
+    return done
 
 
 def _store(model: type[Memory] | type[ContextTurn], pairs, model_id: str) -> None:

@@ -90,6 +90,28 @@ def test_it_sweeps_pending_and_failed_rows_and_leaves_young_ones_to_their_task(g
     assert embeddings_pending_drain(grace_seconds=0) == {"memories": 0, "turns": 0}
 
 
+def test_it_stops_a_sweep_at_the_first_batch_a_dead_provider_fails(global_scope, settings):
+    written = [
+        narrative_write(
+            data=NarrativeInput(scope_id=global_scope.pk, gesture=f"buoy {n} drifted north")
+        ).pk
+        for n in range(3)
+    ]
+    settings.TIDELINE_EMBEDDER = "embed_batch"
+    settings.TIDELINE_EMBEDDER_URL = f"http://127.0.0.1:{_free_port()}/embed"
+    settings.TIDELINE_EMBEDDER_RETRIES = 0
+    settings.TIDELINE_EMBEDDER_BATCH = 1
+
+    assert embeddings_pending_drain(grace_seconds=0) == {"memories": 0, "turns": 0}
+
+    statuses = dict(Memory.objects.filter(pk__in=written).values_list("pk", "embedding_status"))
+    assert [statuses[pk] for pk in written] == [
+        EmbeddingStatus.FAILED,
+        EmbeddingStatus.PENDING,
+        EmbeddingStatus.PENDING,
+    ]
+
+
 def test_it_logs_a_refused_enqueue_without_the_broker_password_then_leaves_the_broker_alone(
     caplog, settings, monkeypatch
 ):

@@ -286,6 +286,12 @@ def test_it_exports_one_scope_with_what_its_rows_point_at(seeded, project_scope,
     assert billing.pk not in memories
 
 
+def test_it_refuses_to_export_a_scope_the_store_does_not_have(db, tmp_path):
+    with pytest.raises(CommandError, match="names no scope"):
+        call_command("export", str(tmp_path / "x.jsonl"), "--scope", "project:/nowhere/at/all")
+    assert not (tmp_path / "x.jsonl").exists()
+
+
 def test_it_leaves_vectors_out_when_asked(seeded):
     rows = _rows(_export(embeddings=False))
     memory_rows = [row for row in rows if row["model"] in ("memory.memory", "memory.contextturn")]

@@ -21,7 +21,8 @@ class Command(BaseCommand):
         parser.add_argument("file", help="where to write the export ('-' for stdout)")
         parser.add_argument(
             "--scope",
-            help='"global", "workspace", "project:<git remote or path>", a scope id or label',
+            help='"global", "workspace", "project:<git remote or path>", a scope id or label, or a '
+            "directory (its project)",
         )
         parser.add_argument(
             "--without-embeddings",
@@ -32,8 +33,13 @@ class Command(BaseCommand):
     def handle(self, *args, file: str, scope: str | None, without_embeddings: bool, **options):
         chosen = None
         if scope is not None:
-            chosen = scope_resolve(explicit=scope, create=False)
-            if chosen.kind == ScopeKind.GLOBAL and scope.strip() != ScopeKind.GLOBAL:
+            spec = scope.strip()
+            if spec.startswith(("/", ".", "~")):
+                path = os.path.abspath(os.path.expanduser(spec))
+                chosen = scope_resolve(cwd=path, create=False)
+            else:
+                chosen = scope_resolve(explicit=spec, create=False)
+            if chosen.kind == ScopeKind.GLOBAL and spec != ScopeKind.GLOBAL:
                 raise CommandError(f"--scope {scope!r} names no scope in this store")
         if file == "-":
             report = store_export(out=sys.stdout, scope=chosen, embeddings=not without_embeddings)
