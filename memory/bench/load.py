@@ -378,6 +378,13 @@ def run(command, options) -> None:
                         break
             finally:
                 _server_stop(server)
+            text = log.read_text(errors="replace")
+            if "Traceback" in text:
+                out("  the server logged errors; the last one:")
+                out(
+                    "    "
+                    + text[text.rindex("Traceback") :].strip()[-3000:].replace("\n", "\n    ")
+                )
     finally:
         shutil.rmtree(project_dir, ignore_errors=True)
         shutil.rmtree(log.parent, ignore_errors=True)
