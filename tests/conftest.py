@@ -1,4 +1,5 @@
 import os
+from urllib.parse import quote
 
 import pytest
 from django.db import connection
@@ -37,6 +38,21 @@ def service_required(name: str, reason: str) -> None:
     if IN_CI:
         pytest.fail(f"{name} is required in CI: {reason}")
     pytest.skip(f"{name} not available: {reason}")
+
+
+def database_url() -> str:
+    """This test's database as a TIDELINE_DATABASE_URL, for child processes (servers, workers)
+    that must see what the test committed, on either backend."""
+    database = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{database['NAME']}"
+    credentials = quote(database["USER"] or "", safe="")
+    if database["PASSWORD"]:
+        credentials += ":" + quote(database["PASSWORD"], safe="")
+    return (
+        f"postgres://{credentials}@{database['HOST'] or '127.0.0.1'}:"
+        f"{database['PORT'] or 5432}/{database['NAME']}"
+    )
 
 
 @pytest.fixture

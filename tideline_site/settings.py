@@ -211,6 +211,26 @@ CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", "")
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = TIME_ZONE
+# beat keeps its last-run times under the data dir, not in whatever directory it was started from.
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+# Enqueueing runs after a write committed: with the broker down it gives up fast (the row stays
+# pending for the sweep) instead of holding the request through Celery's default retries.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.2,
+}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "socket_connect_timeout": env_float("TIDELINE_BROKER_CONNECT_TIMEOUT", 2.0, minimum=0.1)
+}
+# After a failed enqueue a process leaves the broker alone this long (rows wait for the sweep).
+TIDELINE_BROKER_BACKOFF_SECONDS = env_int("TIDELINE_BROKER_BACKOFF_SECONDS", 30, minimum=0)
+# The embedding sweep (beat, every minute by default; and at worker and server start) embeds rows
+# still pending or failed: at most LIMIT of each kind per run, leaving rows younger than GRACE
+# seconds to the task queued for them.
+TIDELINE_EMBED_SWEEP_LIMIT = env_int("TIDELINE_EMBED_SWEEP_LIMIT", 500, minimum=1)
+TIDELINE_EMBED_SWEEP_GRACE_SECONDS = env_int("TIDELINE_EMBED_SWEEP_GRACE_SECONDS", 30, minimum=0)
 
 # --- Write path (DESIGN §3) ---------------------------------------------------------------------
 # Anti-inflation: when the newest WINDOW weighted narratives (at least MIN of them) average above
@@ -438,5 +458,12 @@ CELERY_BEAT_SCHEDULE = {
         "45 */6 * * *",
         "TIDELINE_BEAT_CLUSTERS_EXPIRES",
         3600,
+    ),
+    "embeddings-sweep": _beat(
+        "memory.tasks.embeddings_sweep",
+        "TIDELINE_BEAT_EMBED_SWEEP",
+        "* * * * *",
+        "TIDELINE_BEAT_EMBED_SWEEP_EXPIRES",
+        50,
     ),
 }

@@ -2,25 +2,28 @@
 
 The first search in a process loads the embedder's weights, jieba's dictionary and the in-memory
 search index — seconds, longer than the Claude Code hook waits — so `./tideline up` does it in the
-background as soon as the server process starts.
+background as soon as the server process starts. Without a broker (eager Celery) nothing else
+back-fills, so the warm-up also embeds rows a crash left pending.
 """
 
 import logging
 import threading
 import time
 
+from django.conf import settings
 from django.db import connections
 
 from injection.services.context import keywords_extract
 from memory.search.service import search_index
 from memory.search.text import text_terms
-from memory.services.embedding import embedder_get
+from memory.services.embedding import embedder_get, embeddings_pending_drain
 
 logger = logging.getLogger("tideline.warmup")
 
 
 def server_warm() -> dict[str, float]:
-    """Load the embedder, jieba and both search indexes. Returns seconds spent on each part."""
+    """Load the embedder, jieba and both search indexes, and in eager mode embed what is still
+    pending. Returns seconds spent on each part."""
     spent: dict[str, float] = {}
 
     def timed(name: str, work) -> None:
@@ -31,6 +34,8 @@ def server_warm() -> dict[str, float]:
     embedder = embedder_get()
     if embedder is not None:
         timed("embedder", lambda: embedder.embed(["warm up"]))
+        if settings.CELERY_TASK_ALWAYS_EAGER:
+            timed("embeddings_pending", embeddings_pending_drain)
     timed("jieba", lambda: (text_terms("边界条件"), keywords_extract(text="边界条件", limit=1)))
     timed("memory_index", lambda: search_index("memory"))
     timed("turn_index", lambda: search_index("turn"))

@@ -13,6 +13,9 @@ marked `failed` for back-fill; the failure is logged with its cause, never swall
 
 import logging
 import os
+import re
+import time
+from datetime import timedelta
 from functools import cache
 from typing import Protocol
 
@@ -20,6 +23,7 @@ import numpy as np
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from memory.models import ContextTurn, EmbeddingStatus, Memory
 from memory.services.http_client import HttpFailed, RetryPolicy, http_post_json
@@ -29,6 +33,7 @@ logger = logging.getLogger("tideline.embedding")
 EMBED_TEXT_MAX_CHARS = 4000
 # Embedding is idempotent and cheap to repeat: any server error or timeout is worth a retry.
 EMBEDDING_RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+CREDENTIALS_IN_URL = re.compile(r"(//[^/:@\s]*):[^@\s]*@")
 
 
 class EmbeddingFailed(Exception):
@@ -159,16 +164,86 @@ def embedder_get() -> Embedder | None:
     )
 
 
+class _BrokerBackoff:
+    """After a failed enqueue this process stops asking the broker for a while: a broker that
+    does not answer costs each write its connect timeout, and the sweep picks those rows up."""
+
+    retry_at = 0.0
+
+
+def _enqueue(task, ids: list[int]) -> None:
+    """Runs after commit: the row is stored whatever happens here. A broker that is down or slow
+    must not fail or hold the request that wrote it, so any error is logged (its type and a
+    redacted message: broker URLs can carry a password) and the rows stay `pending` for the
+    sweep; for TIDELINE_BROKER_BACKOFF_SECONDS after it, writes do not try the broker at all."""
+    if time.monotonic() < _BrokerBackoff.retry_at:
+        return
+    try:
+        task.delay(ids)
+    except Exception as exc:
+        _BrokerBackoff.retry_at = time.monotonic() + settings.TIDELINE_BROKER_BACKOFF_SECONDS
+        logger.warning(
+            "could not queue %s for %d rows, they stay pending for the embedding sweep"
+            " (no enqueue for %d s): %s: %s",
+            task.name,
+            len(ids),
+            settings.TIDELINE_BROKER_BACKOFF_SECONDS,
+            type(exc).__name__,
+            CREDENTIALS_IN_URL.sub(r"\1***@", str(exc))[:300],
+        )
+
+
 def embedding_schedule(*, memory_ids: list[int] = (), turn_ids: list[int] = ()) -> None:
     """Queue embedding for rows written in the current transaction, to run once it commits."""
     from memory import tasks
 
     if memory_ids:
         ids = list(memory_ids)
-        transaction.on_commit(lambda: tasks.embed_memories.delay(ids))
+        transaction.on_commit(lambda: _enqueue(tasks.embed_memories, ids))
     if turn_ids:
         ids = list(turn_ids)
-        transaction.on_commit(lambda: tasks.embed_turns.delay(ids))
+        transaction.on_commit(lambda: _enqueue(tasks.embed_turns, ids))
+
+
+def embeddings_pending_drain(*, grace_seconds: float = 0, limit: int | None = None) -> dict:
+    """Embed rows still `pending` or `failed`: queued work lost to a broker outage, rows written
+    just before a crash, and failures of a provider that has come back. Rows touched within
+    `grace_seconds` are left to the task already queued for them. At most `limit` rows of each
+    kind per call (TIDELINE_EMBED_SWEEP_LIMIT), so one sweep stays bounded; the next takes the
+    rest. Without an embedder rows wait as they are. Idempotent: embedding a row twice stores the
+    same vector."""
+    if embedder_get() is None:
+        return {"memories": 0, "turns": 0}
+    limit = settings.TIDELINE_EMBED_SWEEP_LIMIT if limit is None else limit
+    waiting = Q(embedding_status__in=[EmbeddingStatus.PENDING, EmbeddingStatus.FAILED])
+    cutoff = timezone.now() - timedelta(seconds=grace_seconds)
+    memory_ids = list(
+        Memory.objects.filter(waiting, updated_at__lte=cutoff)
+        .order_by("pk")
+        .values_list("pk", flat=True)[:limit]
+    )
+    turn_ids = list(
+        ContextTurn.objects.filter(waiting, recorded_at__lte=cutoff)
+        .order_by("pk")
+        .values_list("pk", flat=True)[:limit]
+    )
+    return {
+        "memories": _drain(memory_ids, lambda ids: memories_embed(memory_ids=ids)),
+        "turns": _drain(turn_ids, lambda ids: turns_embed(turn_ids=ids)),
+    }
+
+
+def _drain(ids: list[int], embed) -> int:
+    """Embed in provider-sized batches; a batch that fails whole means the provider is down, so
+    the rest waits for the next sweep instead of paying every batch's retries now."""
+    done = 0
+    batch = settings.TIDELINE_EMBEDDER_BATCH
+    for start in range(0, len(ids), batch):
+        embedded = embed(ids[start : start + batch])
+        if not embedded:
+            break
+        done += embedded
+    return done
 
 
 def _store(model: type[Memory] | type[ContextTurn], pairs, model_id: str) -> None:

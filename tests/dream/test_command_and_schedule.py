@@ -53,11 +53,17 @@ def test_it_runs_hourly_maintenance_through_the_store_service(global_scope, writ
 
 def test_it_has_one_beat_table_with_expiring_entries():
     schedule = settings.CELERY_BEAT_SCHEDULE
-    assert set(schedule) == {"dream-daily", "maintain-hourly", "clusters-rebuild"}
+    assert set(schedule) == {
+        "dream-daily",
+        "maintain-hourly",
+        "clusters-rebuild",
+        "embeddings-sweep",
+    }
     assert {entry["task"] for entry in schedule.values()} == {
         "dream.tasks.dream_daily",
         "dream.tasks.maintain",
         "dream.tasks.clusters_rebuild",
+        "memory.tasks.embeddings_sweep",
     }
     assert all(entry["options"]["expires"] > 0 for entry in schedule.values())
 

@@ -12,7 +12,6 @@ import urllib.request
 import anyio
 import pytest
 from django.conf import settings
-from django.db import connection
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -22,6 +21,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from injection.services.access import apikey_create
 from memory.models import Memory, MemoryStatus, ScopeKind
 from memory.services.scopes import scope_ensure
+from tests.conftest import database_url
 
 EXPECTED_TOOLS = {
     "memory_write",
@@ -57,7 +57,7 @@ def _env() -> dict[str, str]:
     """The child serves this test's database, committed by the transactional fixture."""
     return {
         **os.environ,
-        "TIDELINE_DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
+        "TIDELINE_DATABASE_URL": database_url(),
         "TIDELINE_LOG_LEVEL": "ERROR",
     }
 

@@ -17,6 +17,7 @@ BENCHMARKS = {
     "inject": "injection.bench",
     "dream": "dream.bench",
     "lifecycle": "memory.bench.lifecycle",
+    "load": "memory.bench.load",
 }
 
 

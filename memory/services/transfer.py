@@ -1,0 +1,457 @@
+"""Moving a store: export one scope or everything as JSON Lines, import it elsewhere, back it up.
+
+The export is one header line (format, scope, whether vectors are included, row counts per model)
+and then one Django-serialised row per line, every status included (candidates, superseded,
+expired, rejected), with evidence, attention, audit and DREAM's records. Primary keys travel with
+the rows, so ids quoted in audit rows, `depends_on` and evidence stay true after the move.
+
+A scope's export is that scope's rows plus every row they point at (a fact's profile in the global
+scope, a turn another scope's memory cites), and the audit rows about them. Derived DREAM rows
+(clusters, keywords, entity graph, runs) are whole-store only: `manage.py dream --layer script`
+rebuilds them for an imported scope.
+
+Import writes in one transaction and refuses, before writing anything, rows whose ids the target
+already holds: it is for a fresh database, or one that never shared ids with the source. Scopes
+are matched by (kind, key), so the global scope every database starts with is reused, and a scope
+whose id is taken gets a new one (every reference follows it).
+"""
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import date, datetime, time
+from pathlib import Path
+from typing import IO
+
+from django.apps import apps
+from django.core import serializers
+from django.core.management.color import no_style
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connection, models, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from memory.models import Actor, AuditAction, AuditEvent, Scope
+from memory.services.audit import audit_record
+from memory.services.errors import Conflict, InvalidInput
+
+FORMAT = "tideline-export"
+VERSION = 1
+QUERY_CHUNK = 2000
+
+# Import order: every row after the rows its triggers read (a memory before its narrative row).
+# Foreign keys are checked at commit on both databases, so cycles (supersedes) need no order.
+EXPORTED_MODELS = [
+    "memory.scope",
+    "memory.profile",
+    "memory.session",
+    "memory.contextturn",
+    "memory.memory",
+    "memory.narrative",
+    "memory.fact",
+    "memory.selfconcept",
+    "memory.narrativetag",
+    "memory.evidence",
+    "memory.inboxitem",
+    "memory.snapshot",
+    "memory.thread",
+    "memory.attentionevent",
+    "memory.auditevent",
+    "memory.apikey",
+    "dream.topiccluster",
+    "dream.topicclustermember",
+    "dream.narrativekeywords",
+    "dream.embeddingcluster",
+    "dream.embeddingclustermember",
+    "dream.embeddingclusteradjacency",
+    "dream.entitynode",
+    "dream.entityedge",
+    "dream.dreamrun",
+]
+NOT_EXPORTED = {"dream.dreamlease": "the lock of a DREAM run in progress, meaningless elsewhere"}
+# Rows a scope owns directly; the rest of a scope's export follows from these.
+SCOPED_MODELS = [
+    "memory.profile",
+    "memory.session",
+    "memory.contextturn",
+    "memory.memory",
+    "memory.inboxitem",
+    "memory.snapshot",
+    "memory.thread",
+]
+MEMORY_CHILDREN = ["memory.narrative", "memory.fact", "memory.selfconcept"]
+# Rows that hang off a memory: (model, field pointing at it).
+ATTACHED = [
+    ("memory.narrativetag", "narrative_id"),
+    ("memory.evidence", "memory_id"),
+    ("memory.attentionevent", "memory_id"),
+]
+# Keys are bound to many scopes and DREAM's derived rows to the whole corpus.
+WHOLE_STORE_ONLY = [
+    "memory.apikey",
+    "dream.topiccluster",
+    "dream.topicclustermember",
+    "dream.narrativekeywords",
+    "dream.embeddingcluster",
+    "dream.embeddingclustermember",
+    "dream.embeddingclusteradjacency",
+    "dream.entitynode",
+    "dream.entityedge",
+    "dream.dreamrun",
+]
+EMBEDDING_FIELDS = {"embedding", "embedding_model", "embedding_status"}
+
+
+class FullPrecisionEncoder(DjangoJSONEncoder):
+    """Django's encoder cuts times to milliseconds; a move must keep them exactly."""
+
+    def default(self, o):
+        if isinstance(o, datetime | date | time):
+            return o.isoformat()
+        return super().default(o)
+
+
+@dataclass
+class TransferReport:
+    counts: dict[str, int]
+    scope_label: str = ""
+    embeddings: bool = True
+    remapped_scopes: dict[int, int] = field(default_factory=dict)
+
+
+def _model(label: str) -> type[models.Model]:
+    return apps.get_model(label)
+
+
+def _chunks(ids: list[int]) -> Iterator[list[int]]:
+    for start in range(0, len(ids), QUERY_CHUNK):
+        yield ids[start : start + QUERY_CHUNK]
+
+
+def _values(label: str, ids: set[int], column: str) -> set[int]:
+    found: set[int] = set()
+    for chunk in _chunks(sorted(ids)):
+        found.update(
+            value
+            for value in _model(label)
+            .objects.filter(pk__in=chunk)
+            .values_list(column, flat=True)
+            .order_by()
+            if value is not None
+        )
+    return found
+
+
+def _attached(label: str, column: str, ids: set[int]) -> set[int]:
+    found: set[int] = set()
+    for chunk in _chunks(sorted(ids)):
+        found.update(
+            _model(label).objects.filter(**{f"{column}__in": chunk}).values_list("pk", flat=True)
+        )
+    return found
+
+
+def _scope_selection(scope: Scope) -> dict[str, set[int]]:
+    """The scope's own rows, then everything they point at and everything attached to a selected
+    memory, until nothing new turns up."""
+    selected: dict[str, set[int]] = {label: set() for label in EXPORTED_MODELS}
+    selected["memory.scope"].add(scope.pk)
+    for label in SCOPED_MODELS:
+        selected[label] |= set(
+            _model(label).objects.filter(scope_id=scope.pk).values_list("pk", flat=True)
+        )
+    seen: dict[str, set[int]] = {label: set() for label in EXPORTED_MODELS}
+    while any(selected[label] - seen[label] for label in EXPORTED_MODELS):
+        for label in EXPORTED_MODELS:
+            fresh = selected[label] - seen[label]
+            if not fresh:
+                continue
+            seen[label] |= fresh
+            if label == "memory.memory":
+                for child in MEMORY_CHILDREN:
+                    selected[child] |= _attached(child, "pk", fresh)
+                for attached, column in ATTACHED:
+                    selected[attached] |= _attached(attached, column, fresh)
+            for relation in _model(label)._meta.local_concrete_fields:
+                if relation.is_relation and relation.related_model is not None:
+                    target = relation.related_model._meta.label_lower
+                    if target in selected:
+                        selected[target] |= _values(label, fresh, relation.attname)
+    audit_ids: set[int] = set()
+    for label, ids in selected.items():
+        names = {_model(label)._meta.model_name}
+        if label in MEMORY_CHILDREN:
+            names.add("memory")
+        for chunk in _chunks(sorted(ids)):
+            audit_ids.update(
+                AuditEvent.objects.filter(target_type__in=names, target_id__in=chunk).values_list(
+                    "pk", flat=True
+                )
+            )
+    selected["memory.auditevent"] = audit_ids
+    for label in WHOLE_STORE_ONLY:
+        selected[label] = set()
+    return selected
+
+
+def _queryset(label: str, ids: set[int] | None) -> Iterator[models.Model]:
+    manager = _model(label)._base_manager
+    # Workspaces before the projects that live in them, so an import can remap them in order.
+    order = (F("workspace").asc(nulls_first=True), "pk") if label == "memory.scope" else ("pk",)
+    if ids is None:
+        yield from manager.order_by(*order).iterator(chunk_size=QUERY_CHUNK)
+        return
+    for chunk in _chunks(sorted(ids)):
+        yield from manager.filter(pk__in=chunk).order_by(*order)
+
+
+def _field_names(label: str, *, embeddings: bool) -> list[str] | None:
+    model = _model(label)
+    names = [f.name for f in model._meta.local_fields if f.serialize] + [
+        f.name for f in model._meta.local_many_to_many
+    ]
+    if embeddings or not EMBEDDING_FIELDS & set(names):
+        return None
+    return [name for name in names if name not in EMBEDDING_FIELDS]
+
+
+@contextmanager
+def _read_snapshot() -> Iterator[None]:
+    """Every query inside sees one state of the database. On SQLite a deferred read transaction
+    (Django's IMMEDIATE mode would take the write lock and stall every writer for the export).
+    Inside a caller's transaction that transaction already is the snapshot."""
+    if connection.in_atomic_block:
+        yield
+        return
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute("BEGIN DEFERRED")
+        try:
+            yield
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("ROLLBACK")
+        return
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        yield
+
+
+def store_export(
+    *, out: IO[str], scope: Scope | None = None, embeddings: bool = True
+) -> TransferReport:
+    """Write the whole store, or one scope, to `out` as JSON Lines. Without `embeddings` vectors
+    are left out and the imported rows wait as `pending` for the embedding sweep. One read
+    snapshot, so rows written meanwhile are either wholly in or wholly out."""
+    with _read_snapshot():
+        selection = _scope_selection(scope) if scope is not None else None
+        counts = {
+            label: (
+                len(selection[label])
+                if selection is not None
+                else _model(label)._base_manager.count()
+            )
+            for label in EXPORTED_MODELS
+        }
+        header = {
+            "format": FORMAT,
+            "version": VERSION,
+            "exported_at": timezone.now().isoformat(),
+            "database": connection.vendor,
+            "scope": {"kind": scope.kind, "key": scope.key, "label": scope.label}
+            if scope
+            else None,
+            "embeddings": embeddings,
+            "counts": counts,
+        }
+        out.write(json.dumps(header, ensure_ascii=False) + "\n")
+        for label in EXPORTED_MODELS:
+            if not counts[label]:
+                continue
+            serializers.serialize(
+                "jsonl",
+                _queryset(label, selection[label] if selection is not None else None),
+                stream=out,
+                fields=_field_names(label, embeddings=embeddings),
+                cls=FullPrecisionEncoder,
+            )
+    return TransferReport(
+        counts=counts, scope_label=scope.label if scope else "", embeddings=embeddings
+    )
+
+
+def _scan(path: Path) -> tuple[dict, dict[str, set[int]], list[dict]]:
+    """The header, the ids per model, and the scope rows, without holding the file in memory."""
+    ids: dict[str, set[int]] = {}
+    scopes: list[dict] = []
+    with path.open(encoding="utf-8") as lines:
+        try:
+            header = json.loads(lines.readline() or "{}")
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"{path} does not start with a Tideline export header") from exc
+        if header.get("format") != FORMAT or header.get("version") != VERSION:
+            raise InvalidInput(f"{path} is not a version-{VERSION} Tideline export")
+        for number, line in enumerate(lines, start=2):
+            try:
+                row = json.loads(line)
+                label, pk = row["model"], int(row["pk"])
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                raise InvalidInput(f"{path}:{number} is not an exported row: {exc}") from exc
+            if label not in EXPORTED_MODELS:
+                raise InvalidInput(f"{path}:{number} holds an unknown model {label!r}")
+            ids.setdefault(label, set()).add(pk)
+            if label == "memory.scope":
+                scopes.append({"pk": pk, **row["fields"]})
+    for label, expected in header.get("counts", {}).items():
+        if len(ids.get(label, ())) != expected:
+            raise InvalidInput(
+                f"{path} is incomplete: {label} has {len(ids.get(label, ()))} rows,"
+                f" the header says {expected}"
+            )
+    return header, ids, scopes
+
+
+def _scope_plan(scopes: list[dict]) -> tuple[dict[int, int], set[int]]:
+    """Where each exported scope lands: (old id → existing id for scopes the target already
+    has, ids to insert under a fresh id because theirs is taken)."""
+    existing = {(kind, key): pk for pk, kind, key in Scope.objects.values_list("pk", "kind", "key")}
+    taken = set(existing.values())
+    mapping: dict[int, int] = {}
+    renumber: set[int] = set()
+    for row in scopes:
+        same = existing.get((row["kind"], row["key"]))
+        if same is not None:
+            mapping[row["pk"]] = same
+        elif row["pk"] in taken:
+            renumber.add(row["pk"])
+    return mapping, renumber
+
+
+def _collisions(ids: dict[str, set[int]]) -> dict[str, int]:
+    clashes = {}
+    for label, wanted in ids.items():
+        if label == "memory.scope":
+            continue
+        found = sum(
+            _model(label)._base_manager.filter(pk__in=chunk).count()
+            for chunk in _chunks(sorted(wanted))
+        )
+        if found:
+            clashes[label] = found
+    return clashes
+
+
+def _scope_columns(model: type[models.Model]) -> list[str]:
+    return [
+        relation.attname
+        for relation in model._meta.local_concrete_fields
+        if relation.is_relation and relation.related_model is Scope
+    ]
+
+
+def store_import(*, path: Path, actor: str = Actor.OWNER) -> TransferReport:
+    """Load an export into this database in one transaction (see the module docstring for what
+    is refused). Sequences are moved past the imported ids; one audit row records the import."""
+    header, ids, scopes = _scan(path)
+    with transaction.atomic():
+        mapping, renumber = _scope_plan(scopes)
+        clashes = _collisions(ids)
+        if clashes:
+            listed = ", ".join(f"{label} ×{count}" for label, count in sorted(clashes.items()))
+            raise Conflict(
+                f"this database already holds rows with the exported ids ({listed});"
+                " import into a fresh database"
+            )
+        counts: dict[str, int] = {}
+        with path.open(encoding="utf-8") as lines:
+            lines.readline()
+            for row in serializers.deserialize("jsonl", lines):
+                instance = row.object
+                label = instance._meta.label_lower
+                if label == "memory.scope":
+                    old = instance.pk
+                    if old in mapping:
+                        continue
+                    if old in renumber:
+                        instance.pk = None
+                for column in _scope_columns(type(instance)):
+                    value = getattr(instance, column)
+                    setattr(instance, column, mapping.get(value, value))
+                if "scopes" in (row.m2m_data or {}):
+                    row.m2m_data["scopes"] = [
+                        mapping.get(int(pk), int(pk)) for pk in row.m2m_data["scopes"]
+                    ]
+                row.save(force_insert=True)
+                if label == "memory.scope" and old in renumber:
+                    mapping[old] = instance.pk
+                counts[label] = counts.get(label, 0) + 1
+        statements = connection.ops.sequence_reset_sql(
+            no_style(), [_model(label) for label in EXPORTED_MODELS]
+        )
+        with connection.cursor() as cursor:
+            for statement in statements:
+                cursor.execute(statement)
+        scope = header.get("scope") or {}
+        audit_record(
+            actor=actor,
+            action=AuditAction.INSERT,
+            target_type="store",
+            reason=(
+                f"imported {sum(counts.values())} rows from {path.name}"
+                f" ({scope.get('label') or 'whole store'}, exported {header.get('exported_at')}"
+                f" from {header.get('database')})"
+            )[:500],
+            after={"counts": counts, "remapped_scopes": {str(k): v for k, v in mapping.items()}},
+        )
+    return TransferReport(
+        counts=counts,
+        scope_label=scope.get("label", ""),
+        embeddings=bool(header.get("embeddings")),
+        remapped_scopes=mapping,
+    )
+
+
+def store_backup(*, destination: Path) -> int:
+    """Copy the live SQLite database to `destination` with SQLite's online backup API: one
+    consistent snapshot while writers carry on (never a file copy, which can tear a WAL database).
+    Written beside the destination and renamed into place, owner-readable only. Returns bytes."""
+    if connection.vendor != "sqlite":
+        raise InvalidInput("backup copies SQLite databases; use pg_dump for PostgreSQL")
+    source_path = Path(connection.settings_dict["NAME"])
+    destination = destination.expanduser().resolve()
+    if destination == source_path.resolve():
+        raise InvalidInput("the backup must not overwrite the live database")
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    partial = destination.with_name(f".{destination.name}.partial")
+    partial.unlink(missing_ok=True)
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.close(descriptor)
+    source = sqlite3.connect(source_path, timeout=connection.settings_dict["OPTIONS"]["timeout"])
+    target = sqlite3.connect(partial)
+    try:
+        source.backup(target)
+        target.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        target.close()
+        source.close()
+    os.replace(partial, destination)
+    return destination.stat().st_size
+
+
+def postgres_dump_command(*, destination: Path) -> str:
+    """The pg_dump line that backs this PostgreSQL database up (the password, if any, comes from
+    PGPASSWORD or ~/.pgpass, never from here)."""
+    database = connection.settings_dict
+    parts = ["pg_dump", "--format=custom", f"--file={destination}"]
+    if database.get("HOST"):
+        parts.append(f"--host={database['HOST']}")
+    if database.get("PORT"):
+        parts.append(f"--port={database['PORT']}")
+    if database.get("USER"):
+        parts.append(f"--username={database['USER']}")
+    parts.append(database["NAME"])
+    return " ".join(parts)
