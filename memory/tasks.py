@@ -9,6 +9,7 @@ from celery.signals import worker_ready
 from django.conf import settings
 
 from memory.services.embedding import embeddings_pending_drain, memories_embed, turns_embed
+from memory.services.inbox import inbox_flush
 
 
 @shared_task(ignore_result=True, acks_late=True)
@@ -29,6 +30,13 @@ def embeddings_sweep(grace_seconds: float | None = None) -> dict:
             settings.TIDELINE_EMBED_SWEEP_GRACE_SECONDS if grace_seconds is None else grace_seconds
         )
     )
+
+
+@shared_task(ignore_result=True, acks_late=True)
+def inbox_flush_pending() -> int:
+    """Judge what capture queued. Each item is claimed exactly once, so a redelivered or doubled
+    task finds nothing left to do; the beat runs it too, for items whose task was lost."""
+    return inbox_flush(use_llm=settings.TIDELINE_INBOX_USE_LLM).processed
 
 
 @worker_ready.connect

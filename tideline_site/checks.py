@@ -10,7 +10,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.checks import Error, Warning, register
+from django.core.checks import Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 
@@ -53,8 +53,12 @@ def embedder_check(app_configs, **kwargs) -> list:
     return errors
 
 
-@register()
-def database_check(app_configs, **kwargs) -> list:
+# Tagged "database": Django runs it for `check --database default` and `migrate`, not on every
+# import of the project (a Celery worker's start-up, a test run without database access).
+@register(Tags.database)
+def database_check(app_configs, databases=None, **kwargs) -> list:
+    if not databases or "default" not in databases:
+        return []
     connection = connections["default"]
     try:
         connection.ensure_connection()

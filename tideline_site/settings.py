@@ -231,6 +231,10 @@ TIDELINE_BROKER_BACKOFF_SECONDS = env_int("TIDELINE_BROKER_BACKOFF_SECONDS", 30,
 # seconds to the task queued for them.
 TIDELINE_EMBED_SWEEP_LIMIT = env_int("TIDELINE_EMBED_SWEEP_LIMIT", 500, minimum=1)
 TIDELINE_EMBED_SWEEP_GRACE_SECONDS = env_int("TIDELINE_EMBED_SWEEP_GRACE_SECONDS", 30, minimum=0)
+# Capture: the inbox is flushed this long after a turn is captured (with a worker; at once
+# in-process), by rules, or by the configured LLM when INBOX_USE_LLM is on.
+TIDELINE_INBOX_FLUSH_DELAY_SECONDS = env_int("TIDELINE_INBOX_FLUSH_DELAY_SECONDS", 20, minimum=0)
+TIDELINE_INBOX_USE_LLM = env_bool("TIDELINE_INBOX_USE_LLM", False)
 
 # --- Write path (DESIGN §3) ---------------------------------------------------------------------
 # Anti-inflation: when the newest WINDOW weighted narratives (at least MIN of them) average above
@@ -458,6 +462,13 @@ CELERY_BEAT_SCHEDULE = {
         "45 */6 * * *",
         "TIDELINE_BEAT_CLUSTERS_EXPIRES",
         3600,
+    ),
+    "inbox-flush": _beat(
+        "memory.tasks.inbox_flush_pending",
+        "TIDELINE_BEAT_INBOX",
+        "*/5 * * * *",
+        "TIDELINE_BEAT_INBOX_EXPIRES",
+        290,
     ),
     "embeddings-sweep": _beat(
         "memory.tasks.embeddings_sweep",

@@ -7,6 +7,7 @@ a runtime's command echo ("/clear", its local output) is not an utterance.
 """
 
 from django.conf import settings
+from django.db import transaction
 
 from memory.models import ContextTurn, InboxItem, Session, SessionOrigin
 
@@ -32,6 +33,19 @@ def session_captured(session: Session) -> bool:
     return not session.is_subagent or settings.TIDELINE_CAPTURE_SUBAGENTS
 
 
+def inbox_flush_schedule() -> None:
+    """Flush the inbox once this transaction commits: a little later with a worker (one task for
+    a burst of turns does the lot), at once in-process without a broker."""
+    from memory import tasks
+    from memory.services.embedding import task_enqueue
+
+    transaction.on_commit(
+        lambda: task_enqueue(
+            tasks.inbox_flush_pending, countdown=settings.TIDELINE_INBOX_FLUSH_DELAY_SECONDS
+        )
+    )
+
+
 def turns_capture(*, session: Session, turns: list[ContextTurn]) -> list[InboxItem]:
     """Queue the owner's utterances among freshly recorded `turns`. Runs inside the caller's
     transaction, so a turn and its capture commit together (and share its audit row); one inbox
@@ -46,6 +60,7 @@ def turns_capture(*, session: Session, turns: list[ContextTurn]) -> list[InboxIt
     if not wanted:
         return []
     origin = SessionOrigin.SUBAGENT if session.is_subagent else SessionOrigin.USER
+    inbox_flush_schedule()
     return InboxItem.objects.bulk_create(
         [
             InboxItem(

@@ -171,22 +171,21 @@ class _BrokerBackoff:
     retry_at = 0.0
 
 
-def _enqueue(task, ids: list[int]) -> None:
-    """Runs after commit: the row is stored whatever happens here. A broker that is down or slow
-    must not fail or hold the request that wrote it, so any error is logged (its type and a
-    redacted message: broker URLs can carry a password) and the rows stay `pending` for the
-    sweep; for TIDELINE_BROKER_BACKOFF_SECONDS after it, writes do not try the broker at all."""
+def task_enqueue(task, *args, countdown: float | None = None) -> None:
+    """Runs after commit: the rows are stored whatever happens here. A broker that is down or
+    slow must not fail or hold the request that wrote them, so any error is logged (its type and
+    a redacted message: broker URLs can carry a password) and the rows stay pending for their
+    sweep (embeddings, inbox); for TIDELINE_BROKER_BACKOFF_SECONDS after it, writes do not try
+    the broker at all."""
     if time.monotonic() < _BrokerBackoff.retry_at:
         return
     try:
-        task.delay(ids)
+        task.apply_async(args=args, countdown=countdown)
     except Exception as exc:
         _BrokerBackoff.retry_at = time.monotonic() + settings.TIDELINE_BROKER_BACKOFF_SECONDS
         logger.warning(
-            "could not queue %s for %d rows, they stay pending for the embedding sweep"
-            " (no enqueue for %d s): %s: %s",
+            "could not queue %s, its rows stay pending for the sweep (no enqueue for %d s): %s: %s",
             task.name,
-            len(ids),
             settings.TIDELINE_BROKER_BACKOFF_SECONDS,
             type(exc).__name__,
             CREDENTIALS_IN_URL.sub(r"\1***@", str(exc))[:300],
@@ -199,10 +198,10 @@ def embedding_schedule(*, memory_ids: list[int] = (), turn_ids: list[int] = ()) 
 
     if memory_ids:
         ids = list(memory_ids)
-        transaction.on_commit(lambda: _enqueue(tasks.embed_memories, ids))
+        transaction.on_commit(lambda: task_enqueue(tasks.embed_memories, ids))
     if turn_ids:
         ids = list(turn_ids)
-        transaction.on_commit(lambda: _enqueue(tasks.embed_turns, ids))
+        transaction.on_commit(lambda: task_enqueue(tasks.embed_turns, ids))
 
 
 def embeddings_pending_drain(*, grace_seconds: float = 0, limit: int | None = None) -> dict:

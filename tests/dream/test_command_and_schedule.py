@@ -58,12 +58,14 @@ def test_it_has_one_beat_table_with_expiring_entries():
         "maintain-hourly",
         "clusters-rebuild",
         "embeddings-sweep",
+        "inbox-flush",
     }
     assert {entry["task"] for entry in schedule.values()} == {
         "dream.tasks.dream_daily",
         "dream.tasks.maintain",
         "dream.tasks.clusters_rebuild",
         "memory.tasks.embeddings_sweep",
+        "memory.tasks.inbox_flush_pending",
     }
     assert all(entry["options"]["expires"] > 0 for entry in schedule.values())
 

@@ -28,7 +28,7 @@ def _turns(client, cwd, session, turns, **extra):
 
 
 def test_it_turns_a_preference_said_in_a_project_into_a_global_fact_injected_elsewhere(
-    db, tmp_path
+    db, tmp_path, django_capture_on_commit_callbacks
 ):
     repo = tmp_path / "archive-manager"
     (repo / ".git").mkdir(parents=True)
@@ -38,18 +38,19 @@ def test_it_turns_a_preference_said_in_a_project_into_a_global_fact_injected_els
     _, key = apikey_create(name="laptop", scope_ids=[project.pk])
     client = Client(HTTP_AUTHORIZATION=f"Bearer {key}")
 
-    _turns(
-        client,
-        repo,
-        "s-1",
-        [
-            {"role": "user", "content": "以后都用简体中文回复。", "turn_id": "u1"},
-            {"role": "assistant", "content": "好的。", "turn_id": "a1"},
-            {"role": "user", "content": "<command-name>/clear</command-name>", "turn_id": "c1"},
-        ],
-    )
+    # No broker: the flush that capture schedules runs in-process once the turns commit.
+    with django_capture_on_commit_callbacks(execute=True):
+        _turns(
+            client,
+            repo,
+            "s-1",
+            [
+                {"role": "user", "content": "以后都用简体中文回复。", "turn_id": "u1"},
+                {"role": "assistant", "content": "好的。", "turn_id": "a1"},
+                {"role": "user", "content": "<command-name>/clear</command-name>", "turn_id": "c1"},
+            ],
+        )
     captured = list(InboxItem.objects.all())
-    call_command("flush_inbox", stdout=StringIO())
 
     assert [item.content for item in captured] == ["以后都用简体中文回复。"]
     assert InboxItem.objects.get().result["errors"] == []

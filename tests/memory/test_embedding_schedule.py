@@ -18,7 +18,7 @@ from django.conf import settings
 
 from injection.services.access import apikey_create
 from memory.models import ContextTurn, EmbeddingStatus, Memory, ScopeKind
-from memory.services.embedding import _BrokerBackoff, _enqueue, embeddings_pending_drain
+from memory.services.embedding import _BrokerBackoff, embeddings_pending_drain, task_enqueue
 from memory.services.narratives import NarrativeInput, narrative_write
 from memory.services.scopes import scope_ensure
 from memory.services.timeline import TurnInput, session_start, turns_record
@@ -129,12 +129,12 @@ def test_it_logs_a_refused_enqueue_without_the_broker_password_then_leaves_the_b
         return len(memory_ids)
 
     with caplog.at_level(logging.WARNING, logger="tideline.embedding"):
-        _enqueue(embed_memories, [1, 2])
+        task_enqueue(embed_memories, [1, 2])
         began = time.monotonic()
-        _enqueue(embed_memories, [3])
+        task_enqueue(embed_memories, [3])
         skipped_in = time.monotonic() - began
 
-    assert caplog.text.count("stay pending for the embedding sweep") == 1
+    assert caplog.text.count("stay pending for the sweep") == 1
     assert "hunter2" not in caplog.text
     assert _BrokerBackoff.retry_at > time.monotonic() + 25
     assert skipped_in < 0.05  # the second write never touched the broker

@@ -135,6 +135,8 @@ def test_it_fails_manage_check_with_a_clear_message_for_an_embedder_without_url(
 def test_it_fails_manage_check_for_a_missing_postgres_database(tmp_path):
     result = manage(
         "check",
+        "--database",
+        "default",
         TIDELINE_DATA_DIR=str(tmp_path),
         TIDELINE_DATABASE_URL="postgres://postgres@127.0.0.1:5432/tideline_no_such_db",
     )
