@@ -178,6 +178,10 @@ TIDELINE_EMBEDDER = env_choice(
 )
 TIDELINE_EMBEDDER_URL = env_str("TIDELINE_EMBEDDER_URL", "")
 TIDELINE_EMBEDDER_MODEL = env_str("TIDELINE_EMBEDDER_MODEL", "")
+# Instruction models embed queries and stored passages with different prefixes (e5: "query: ",
+# "passage: "); empty for symmetric models.
+TIDELINE_EMBEDDER_QUERY_PREFIX = env_str("TIDELINE_EMBEDDER_QUERY_PREFIX", "")
+TIDELINE_EMBEDDER_PASSAGE_PREFIX = env_str("TIDELINE_EMBEDDER_PASSAGE_PREFIX", "")
 TIDELINE_EMBEDDER_TIMEOUT = env_float("TIDELINE_EMBEDDER_TIMEOUT", 10.0, minimum=0.1)
 TIDELINE_EMBEDDER_RETRIES = env_int("TIDELINE_EMBEDDER_RETRIES", 2, minimum=0, maximum=10)
 # Texts per provider call when embedding in bulk (imports, `manage.py reembed`).

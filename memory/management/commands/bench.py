@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 BENCHMARKS = {
     "locomo": "memory.bench.locomo",
+    "realmem": "memory.bench.realmem",
     "search": "memory.bench.search",
     "inject": "injection.bench",
     "dream": "dream.bench",
