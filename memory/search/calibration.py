@@ -20,6 +20,9 @@ How the USE row was derived (scripts and figures in the recall report of issue 1
   full hit just because nothing better matched.
 - `question_penalty`: subtracted from a turn that itself ends in a question: it names the topic,
   the answer is elsewhere.
+- `group_weight`: added to a turn times its session's strength (the mean fused score of the
+  session's 3 best turns, over the strongest session's): evidence sits in the conversation that is
+  about the query, not in a lone turn that shares a word with it.
 
 A model not in the table uses the TIDELINE_SEARCH_* / TIDELINE_T1_MIN_COSINE settings.
 """
@@ -41,6 +44,7 @@ class Calibration:
     semantic_weight_long: float
     lexical_floor_share: float
     question_penalty: float
+    group_weight: float
 
     def semantic_weight(self, query_terms: int) -> float:
         span = LONG_QUERY_TERMS - SHORT_QUERY_TERMS
@@ -59,6 +63,7 @@ CALIBRATIONS = {
         semantic_weight_long=0.6,
         lexical_floor_share=0.5,
         question_penalty=0.05,
+        group_weight=0.1,
     ),
 }
 
@@ -77,4 +82,5 @@ def calibration_get(model_id: str | None) -> Calibration:
         semantic_weight_long=weight,
         lexical_floor_share=0.0,
         question_penalty=0.0,
+        group_weight=0.0,
     )

@@ -131,6 +131,7 @@ class SearchIndex(ABC):
         # literal must be found in.
         self.own_postings = Postings()
         self.row_of: dict[int, int] = {}
+        self.speaker_terms: set[str] = set()
         self.dead = 0
         self.basis: np.ndarray | None = None
         self.projected = np.zeros((0, 0), dtype=np.float32)
@@ -278,6 +279,20 @@ class SearchIndex(ABC):
             mask[posting[0]] = True
         return mask
 
+    def terms_resolve(self, terms: list[str]) -> list[str]:
+        """The query's terms, with a name spelled one letter off a speaker's name (Akib for Aqib)
+        read as that name when the store has no such word."""
+        if not self.speaker_terms:
+            return terms
+        return [
+            term
+            if self.postings.get(term) is not None or len(term) < 4
+            else next(
+                (name for name in sorted(self.speaker_terms) if _one_edit_apart(term, name)), term
+            )
+            for term in terms
+        ]
+
     def literal_mask(self, term: str) -> np.ndarray:
         """Rows whose own text contains `term` (a provisional literal match)."""
         if not self.documents_hold_neighbours:
@@ -397,6 +412,21 @@ class MemoryIndex(SearchIndex):
             self._add(pk, values, Counter(terms.get(pk, [])), self._vector(blob, model_id))
 
 
+def _one_edit_apart(left: str, right: str) -> bool:
+    """One substitution, insertion or deletion apart (never equal)."""
+    if left == right or abs(len(left) - len(right)) > 1:
+        return False
+    if len(left) > len(right):
+        left, right = right, left
+    for position, (a, b) in enumerate(zip(left, right, strict=False)):
+        if a != b:
+            tail = position + 1
+            if len(left) == len(right):
+                return left[tail:] == right[tail:]
+            return left[position:] == right[tail:]
+    return True
+
+
 def turn_is_question(content: str) -> bool:
     """A turn that ends asking (its last sentence is a question): it names a topic, rarely holds
     the answer."""
@@ -457,6 +487,8 @@ class TurnIndex(SearchIndex):
         )
         neighbour_weight = settings.TIDELINE_SEARCH_NEIGHBOUR_WEIGHT
         date_weight = settings.TIDELINE_SEARCH_DATE_WEIGHT
+        for row in rows:
+            self.speaker_terms.update(text_terms(row[4] or ""))
         for position, row in enumerate(rows):
             pk, scope_id, seq, occurred_at, _, content, blob, model_id = row
             if not low - window <= seq <= high + window:

@@ -53,12 +53,7 @@ def assert_ordered_and_explained(hits):
     for hit in hits:
         why = hit.why
         assert why["score"] == pytest.approx(hit.score, abs=1e-4)
-        parts = (
-            why["lexical_share"]
-            + why["semantic_share"]
-            + why["boosts"]["keyword"]
-            + why["boosts"]["priors"]
-        )
+        parts = why["lexical_share"] + why["semantic_share"] + sum(why["boosts"].values())
         assert parts == pytest.approx(hit.score, abs=2e-3)
         assert why["boosts"]["keyword"] == 0 or why["literal_matches"]
 
