@@ -13,16 +13,14 @@ How the USE row was derived (scripts and figures in the recall report of issue 1
 - `semantic_weight_short` / `_long`: the share of the fused score given to cosine for a short
   question (≤ SHORT_QUERY_TERMS distinct terms) and a dialogue-length query (≥ LONG_QUERY_TERMS),
   linear in between: long queries carry many generic words, so BM25 alone drifts to long "hub"
-  texts while the embedding still sees the topic. Tuned on LoCoMo conversations 0–4 and checked on
-  5–9 and on RealMem.
+  texts while the embedding still sees the topic. 0.35 is the weight tuned on LoCoMo (short
+  questions, where the long end never applies); 0.6 for long queries is a judgement, checked
+  against RealMem's dialogue-length queries by `bench realmem`, not grid-tuned.
 - `lexical_floor_share`: BM25 is read against max(best row, share × the BM25 a row holding each
   query term once would get), so a row matching only a weak term (a speaker's name) is not a
   full hit just because nothing better matched.
 - `question_penalty`: subtracted from a turn that itself ends in a question: it names the topic,
   the answer is elsewhere.
-- `group_weight`: added to a turn times its session's strength (the mean fused score of the
-  session's 3 best turns, over the strongest session's): evidence sits in the conversation that is
-  about the query, not in a lone turn that shares a word with it.
 
 A model not in the table uses the TIDELINE_SEARCH_* / TIDELINE_T1_MIN_COSINE settings.
 """
@@ -44,7 +42,6 @@ class Calibration:
     semantic_weight_long: float
     lexical_floor_share: float
     question_penalty: float
-    group_weight: float
 
     def semantic_weight(self, query_terms: int) -> float:
         span = LONG_QUERY_TERMS - SHORT_QUERY_TERMS
@@ -63,7 +60,6 @@ CALIBRATIONS = {
         semantic_weight_long=0.6,
         lexical_floor_share=0.5,
         question_penalty=0.05,
-        group_weight=0.1,
     ),
 }
 
@@ -82,5 +78,4 @@ def calibration_get(model_id: str | None) -> Calibration:
         semantic_weight_long=weight,
         lexical_floor_share=0.0,
         question_penalty=0.0,
-        group_weight=0.0,
     )

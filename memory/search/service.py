@@ -58,8 +58,6 @@ TYPE_NAMES = {code: kind for kind, code in TYPE_CODES.items()}
 AS_OF_STATUSES = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED, MemoryStatus.EXPIRED)
 COMMON_LITERAL_SHARE = 0.2
 COMMON_LITERAL_MIN_ROWS = 20
-# A group's (session's) strength is the mean of its best few rows: one lucky row is not a topic.
-GROUP_TOP = 3
 
 
 @dataclass
@@ -247,22 +245,6 @@ class _Literals:
         ]
 
 
-def _group_strength(groups: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """Per row: the mean of its group's GROUP_TOP best scores, over the strongest group's (0–1)."""
-    order = np.lexsort((-scores, groups))
-    sorted_groups = groups[order]
-    starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1]])
-    rank = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
-    keep = rank < GROUP_TOP
-    unique, inverse = np.unique(sorted_groups[keep], return_inverse=True)
-    strength = np.bincount(inverse, weights=scores[order][keep]) / GROUP_TOP
-    top = strength.max() if len(strength) else 0.0
-    if top <= 0:
-        return np.zeros(len(groups), dtype=np.float32)
-    per_group = dict(zip(unique.tolist(), (strength / top).tolist(), strict=True))
-    return np.asarray([per_group[g] for g in groups.tolist()], dtype=np.float32)
-
-
 def _check_common(query: str, scope_ids: list[int], limit: int) -> str:
     if not isinstance(query, str):
         raise InvalidInput("query must be text", field="query")
@@ -290,13 +272,10 @@ def _rank(
     vector: np.ndarray | None,
     calibration: Calibration,
     min_cosine: float | None = None,
-    groups: np.ndarray | None = None,
 ) -> list[tuple[int, float, float, float | None, dict]]:
     """(row, score, bm25, cosine, why) for the best `limit` eligible rows, in score order. `vector`
     is the query's embedding (None: keyword only); with `min_cosine`, only rows whose cosine
-    reaches it compete, so the limit stays full. `groups` (a turn's session) adds a prior for
-    rows whose group holds other strong matches: a conversation about the query is where its
-    answer is.
+    reaches it compete, so the limit stays full.
 
     Exact by construction: a provisional literal match can only be withdrawn, which only lowers a
     score, so provisional scores are upper bounds. Rows are verified until the best `limit` by
@@ -353,18 +332,12 @@ def _rank(
             else zero,
         }
 
-    group_bonus = np.zeros(index.table.size, dtype=np.float32)
-    if groups is not None and calibration.group_weight > 0:
-        base = np.sum(list(relevance(rows).values()), axis=0, dtype=np.float32)
-        group_bonus[rows] = calibration.group_weight * _group_strength(groups[rows], base)
-
     def parts(at: np.ndarray) -> dict[str, np.ndarray]:
         zero = np.zeros(len(at), dtype=np.float32)
         return {
             **relevance(at),
             "keyword": keyword_boost * literals.share()[at] if literals else zero,
             "priors": priors(at) if priors is not None else zero,
-            "group": group_bonus[at],
         }
 
     def fused(at: np.ndarray) -> np.ndarray:
@@ -420,7 +393,6 @@ def _rank(
             "boosts": {
                 "keyword": round(float(components["keyword"][position]), 4),
                 "priors": round(float(components["priors"][position]), 4),
-                "group": round(float(components["group"][position]), 4),
             },
             "score": round(float(final[position]), 4),
         }
@@ -668,7 +640,6 @@ def turn_search(
             priors=priors,
             vector=vector,
             calibration=calibration,
-            groups=table["session"],
         )
         ids = [int(table["id"][row]) for row, *_ in ranked]
     turns = {
