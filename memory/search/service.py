@@ -332,11 +332,13 @@ def _rank(
             else zero,
         }
 
+    keyword = keyword_boost * literals.share() if literals and literals.literals else None
+
     def parts(at: np.ndarray) -> dict[str, np.ndarray]:
         zero = np.zeros(len(at), dtype=np.float32)
         return {
             **relevance(at),
-            "keyword": keyword_boost * literals.share()[at] if literals else zero,
+            "keyword": keyword[at] if keyword is not None else zero,
             "priors": priors(at) if priors is not None else zero,
         }
 
@@ -374,6 +376,7 @@ def _rank(
         batch *= 2
         ahead = best(pool, fused(pool), min(len(pool), limit + batch))
         literals.verify(literals.unverified(ahead))
+        keyword = keyword_boost * literals.share()
         pool = candidates(pool)
         if not len(pool):
             return []
