@@ -6,16 +6,15 @@ a short memory mostly sit at 0.1–0.3. A floor measured on one model silently d
 other's relevant hits, so every threshold below is looked up per `embedding_model`.
 
 How the USE row was derived (scripts and figures in the recall report of issue 14):
-- `noise_floor`: the 95th percentile of cosines between LoCoMo questions and turns of *other*
-  conversations (texts that cannot be relevant), and of RealMem user turns against another
-  persona's; T1 treats similarity below it as noise, and so does memory search (`semantic_floor`)
-  for a row with no keyword match.
-- `semantic_weight_short` / `_long`: the share of the fused score given to cosine for a short
-  question (≤ SHORT_QUERY_TERMS distinct terms) and a dialogue-length query (≥ LONG_QUERY_TERMS),
-  linear in between: long queries carry many generic words, so BM25 alone drifts to long "hub"
-  texts while the embedding still sees the topic. 0.35 is the weight tuned on LoCoMo (short
-  questions, where the long end never applies); 0.6 for long queries is a judgement, checked
-  against RealMem's dialogue-length queries by `bench realmem`, not grid-tuned.
+- `noise_floor` 0.15: cosines between texts that cannot be relevant — 150 LoCoMo questions against
+  900 turns of other conversations, 100 RealMem user turns against 200 of another persona — have
+  median 0.07 / 0.11 and 95th percentile 0.21 / 0.30, while LoCoMo (question, evidence turn) pairs
+  have median 0.34 and only 83% reach the old 0.25 floor; 0.15 sits above the unrelated median, so
+  T1 drops what is surely noise and fills its top k from the rest. Memory search uses the same
+  floor (`semantic_floor`) for a row with no keyword match.
+- `semantic_weight`: the share of the fused score given to cosine (0.35, tuned on LoCoMo). A weight
+  growing with query length (0.35 → 0.6 from 8 to 40 distinct terms) was measured and not taken:
+  LoCoMo unchanged (its questions are short), RealMem Implicit Preference R@5 −5 points.
 - `lexical_floor_share`: BM25 is read against max(best row, share × the BM25 a row holding each
   query term once would get), so a row matching only a weak term (a speaker's name) is not a
   full hit just because nothing better matched.
@@ -29,26 +28,15 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-SHORT_QUERY_TERMS = 8
-LONG_QUERY_TERMS = 40
-
 
 @dataclass(frozen=True)
 class Calibration:
     noise_floor: float
     semantic_floor: float
     turn_floor: float
-    semantic_weight_short: float
-    semantic_weight_long: float
+    semantic_weight: float
     lexical_floor_share: float
     question_penalty: float
-
-    def semantic_weight(self, query_terms: int) -> float:
-        span = LONG_QUERY_TERMS - SHORT_QUERY_TERMS
-        share = min(1.0, max(0.0, (query_terms - SHORT_QUERY_TERMS) / span))
-        return self.semantic_weight_short + share * (
-            self.semantic_weight_long - self.semantic_weight_short
-        )
 
 
 CALIBRATIONS = {
@@ -56,8 +44,7 @@ CALIBRATIONS = {
         noise_floor=0.15,
         semantic_floor=0.15,
         turn_floor=0.0,
-        semantic_weight_short=0.35,
-        semantic_weight_long=0.6,
+        semantic_weight=0.35,
         lexical_floor_share=0.5,
         question_penalty=0.05,
     ),
@@ -69,13 +56,11 @@ def calibration_get(model_id: str | None) -> Calibration:
     known = CALIBRATIONS.get(model_id or "")
     if known is not None:
         return known
-    weight = settings.TIDELINE_SEARCH_SEMANTIC_WEIGHT
     return Calibration(
         noise_floor=settings.TIDELINE_T1_MIN_COSINE,
         semantic_floor=settings.TIDELINE_SEARCH_SEMANTIC_FLOOR,
         turn_floor=settings.TIDELINE_SEARCH_TURN_SEMANTIC_FLOOR,
-        semantic_weight_short=weight,
-        semantic_weight_long=weight,
+        semantic_weight=settings.TIDELINE_SEARCH_SEMANTIC_WEIGHT,
         lexical_floor_share=0.0,
         question_penalty=0.0,
     )

