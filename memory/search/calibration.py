@@ -18,8 +18,9 @@ How the USE row was derived (scripts and figures in the recall report of issue 1
 - `lexical_floor_share`: BM25 is read against max(best row, share × the BM25 a row holding each
   query term once would get), so a row matching only a weak term (a speaker's name) is not a
   full hit just because nothing better matched.
-- `question_penalty`: subtracted from a turn that itself ends in a question: it names the topic,
-  the answer is elsewhere.
+- Measured and not taken (LoCoMo tune half vs RealMem, see the issue-14 report): a penalty for
+  turns ending in a question (LoCoMo R@5 +1.1, RealMem −0.4), a session-strength prior (LoCoMo
+  tune half −0.5).
 
 A model not in the table uses the TIDELINE_SEARCH_* / TIDELINE_T1_MIN_COSINE settings.
 """
@@ -36,7 +37,6 @@ class Calibration:
     turn_floor: float
     semantic_weight: float
     lexical_floor_share: float
-    question_penalty: float
 
 
 CALIBRATIONS = {
@@ -46,7 +46,6 @@ CALIBRATIONS = {
         turn_floor=0.0,
         semantic_weight=0.35,
         lexical_floor_share=0.5,
-        question_penalty=0.05,
     ),
 }
 
@@ -62,5 +61,4 @@ def calibration_get(model_id: str | None) -> Calibration:
         turn_floor=settings.TIDELINE_SEARCH_TURN_SEMANTIC_FLOOR,
         semantic_weight=settings.TIDELINE_SEARCH_SEMANTIC_WEIGHT,
         lexical_floor_share=0.0,
-        question_penalty=0.0,
     )

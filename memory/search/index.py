@@ -427,13 +427,6 @@ def _one_edit_apart(left: str, right: str) -> bool:
     return True
 
 
-def turn_is_question(content: str) -> bool:
-    """A turn that ends asking (its last sentence is a question): it names a topic, rarely holds
-    the answer."""
-    text = (content or "").rstrip()
-    return text.endswith(("?", "？")) and len(text) < 400
-
-
 class TurnIndex(SearchIndex):
     """Turns are ranked as small windows of conversation: a turn's document holds its own terms, the
     terms of its neighbouring turns in the same session at a lower weight, and the month and year it
@@ -444,12 +437,7 @@ class TurnIndex(SearchIndex):
     documents_hold_neighbours = True
     model = ContextTurn
     word_table = schema.TURN_WORD
-    columns = {
-        "session": np.int64,
-        "seq": np.int64,
-        "occurred_at": np.float64,
-        "question": np.bool_,
-    }
+    columns = {"session": np.int64, "seq": np.int64, "occurred_at": np.float64}
 
     def _load(self, ids: list[int]) -> None:
         window = settings.TIDELINE_SEARCH_TURN_NEIGHBOURS
@@ -490,7 +478,7 @@ class TurnIndex(SearchIndex):
         for row in rows:
             self.speaker_terms.update(text_terms(row[4] or ""))
         for position, row in enumerate(rows):
-            pk, scope_id, seq, occurred_at, _, content, blob, model_id = row
+            pk, scope_id, seq, occurred_at, _, _, blob, model_id = row
             if not low - window <= seq <= high + window:
                 continue
             own = Counter(terms.get(pk, []))
@@ -509,6 +497,5 @@ class TurnIndex(SearchIndex):
                 "session": session_id,
                 "seq": seq,
                 "occurred_at": epoch(occurred_at, 0.0),
-                "question": turn_is_question(content),
             }
             self._add(pk, values, bag, self._vector(blob, model_id), own=own)

@@ -627,9 +627,6 @@ def turn_search(
         if session_ids is not None:
             eligible &= np.isin(table["session"], np.asarray(session_ids, dtype=np.int64))
 
-        def priors(rows: np.ndarray) -> np.ndarray:
-            return (-calibration.question_penalty * table["question"][rows]).astype(np.float32)
-
         ranked = _rank(
             index=index,
             query=query,
@@ -640,7 +637,7 @@ def turn_search(
             lexical=True,
             semantic=True,
             floor=calibration.turn_floor,
-            priors=priors,
+            priors=None,
             vector=vector,
             calibration=calibration,
         )
