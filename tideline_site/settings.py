@@ -258,6 +258,10 @@ TIDELINE_EMBEDDER = env_choice(
 )
 TIDELINE_EMBEDDER_URL = env_str("TIDELINE_EMBEDDER_URL", "")
 TIDELINE_EMBEDDER_MODEL = env_str("TIDELINE_EMBEDDER_MODEL", "")
+# Instruction models embed queries and stored passages with different prefixes (e5: "query: ",
+# "passage: "); empty for symmetric models.
+TIDELINE_EMBEDDER_QUERY_PREFIX = env_str("TIDELINE_EMBEDDER_QUERY_PREFIX", "")
+TIDELINE_EMBEDDER_PASSAGE_PREFIX = env_str("TIDELINE_EMBEDDER_PASSAGE_PREFIX", "")
 TIDELINE_EMBEDDER_TIMEOUT = env_float("TIDELINE_EMBEDDER_TIMEOUT", 10.0, minimum=0.1)
 TIDELINE_EMBEDDER_RETRIES = env_int("TIDELINE_EMBEDDER_RETRIES", 2, minimum=0, maximum=10)
 # Texts per provider call when embedding in bulk (imports, `manage.py reembed`).
@@ -267,7 +271,8 @@ TIDELINE_EMBEDDER_BATCH = env_int("TIDELINE_EMBEDDER_BATCH", 64, minimum=1, maxi
 # BM25 term saturation and length normalisation (0.5 beats the textbook 0.75 on short turns).
 TIDELINE_SEARCH_BM25_K1 = env_float("TIDELINE_SEARCH_BM25_K1", 1.2, minimum=0.0, maximum=5.0)
 TIDELINE_SEARCH_BM25_B = env_float("TIDELINE_SEARCH_BM25_B", 0.5, minimum=0.0, maximum=1.0)
-# Share of the final score given to (min-max normalised) cosine similarity; the rest is BM25.
+# Share of the final score given to (min-max normalised) cosine similarity; the rest is BM25. This
+# and the floors below apply to models without a row in memory/search/calibration.py.
 TIDELINE_SEARCH_SEMANTIC_WEIGHT = env_float(
     "TIDELINE_SEARCH_SEMANTIC_WEIGHT", 0.35, minimum=0.0, maximum=1.0
 )
@@ -359,6 +364,7 @@ TIDELINE_T3_MIN_MEMBERS = env_int("TIDELINE_T3_MIN_MEMBERS", 5, minimum=1)
 TIDELINE_T3_CLUSTERS = env_int("TIDELINE_T3_CLUSTERS", 25, minimum=0)
 TIDELINE_T3_PROFILE_LINE_CHARS = env_int("TIDELINE_T3_PROFILE_LINE_CHARS", 100, minimum=20)
 TIDELINE_T1_MIN_QUERY_CHARS = env_int("TIDELINE_T1_MIN_QUERY_CHARS", 5, minimum=1)
+# T1's noise floor for an embedding model without a row in memory/search/calibration.py.
 TIDELINE_T1_MIN_COSINE = env_float("TIDELINE_T1_MIN_COSINE", 0.25, minimum=-1, maximum=1)
 TIDELINE_T1_TOP = env_int("TIDELINE_T1_TOP", 5, minimum=1)
 # Cross-turn dedup only while at least this many unseen hits remain.

@@ -402,30 +402,31 @@ def _memory_item(memory: Memory, *, labels: dict[int, str], similarity, source) 
 def t1_select(
     *, query: str, scope_ids: list[int], labels: dict[int, str], session: Session | None
 ) -> list[Item]:
-    """Semantic prefetch: cosine above the floor, the top few, and what this session has already
-    been shown is skipped as long as enough unseen hits remain."""
+    """Related memories for this turn: the hybrid search's top few among memories whose cosine is
+    above the embedding model's noise floor (memory/search/calibration.py), so the block holds
+    what search would rank first; what this session has already been shown is skipped as long as
+    enough unseen hits remain. Secrets are excluded inside the ranking, so the top stays full."""
+    from memory.search.calibration import calibration_get
+    from memory.services.embedding import embedder_get
+
     if len(query.strip()) < settings.TIDELINE_T1_MIN_QUERY_CHARS:
         return []
-    floor = settings.TIDELINE_T1_MIN_COSINE
+    embedder = embedder_get()
+    if embedder is None:
+        return []
+    floor = calibration_get(embedder.model_id).noise_floor
     top = settings.TIDELINE_T1_TOP
     seen = _seen_ids(session)
 
     def search(exclude: set[int]) -> list:
-        hits = memory_search(
+        return memory_search(
             query=query,
             scope_ids=scope_ids,
             limit=top,
-            lexical=False,
-            semantic=True,
             min_semantic=floor,
             exclude_ids=exclude,
+            exclude_secret=True,
         )
-        hits = [
-            hit
-            for hit in hits
-            if hit.semantic is not None and hit.semantic > floor and not hit.memory.secret
-        ]
-        return sorted(hits, key=lambda hit: hit.semantic, reverse=True)
 
     # Unseen hits first; only when too few remain does the session see repeats again.
     chosen = search(seen)
@@ -434,6 +435,7 @@ def t1_select(
     return [
         _memory_item(hit.memory, labels=labels, similarity=round(hit.semantic, 3), source=SOURCE_T1)
         for hit in chosen[:top]
+        if not hit.memory.secret
     ]
 
 

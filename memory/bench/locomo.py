@@ -4,7 +4,11 @@ Each conversation is imported into its own scope (sessions via `session_start`, 
 `turns_record`, session dates as `occurred_at`, embedded after commit like any write); every
 scorable question is then asked of `turn_search` with the question text alone, no LLM. Printed:
 turn-level recall@5/10/25/50 overall and per category, session-level recall@k, MRR and query
-latency, beside the published DRAGON row and the plain-BM25 floor. Protocol and evidence-id quirks:
+latency, beside the published DRAGON row and the plain-BM25 floor — for all conversations and for
+the two halves separately (conversations 0–4 tune, 5–9 held out: a change is judged on the half it
+was not tuned on). With `--block` every turn is also stored as a narrative memory and each question
+is asked of `memory_search` (limit 5) and of the per-turn injection block (`context_turn`, T1 + T4),
+so the recall an agent actually receives is printed next to search's. Protocol and evidence-id quirks:
 ../shared/bench/README.md. By default everything runs in a scratch database that is dropped at the
 end, so the owner's store never receives benchmark data.
 """
@@ -17,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from django.core.management.base import CommandError
-from django.db import connection
+from django.db import connection, transaction
 
 KS = (5, 10, 25, 50)
 SESSION_KS = (5, 10, 25)
@@ -40,6 +44,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--data", required=True, help="path to locomo10.json")
     parser.add_argument(
         "--conversations", type=int, default=0, help="only the first N conversations (0 = all)"
+    )
+    parser.add_argument(
+        "--block",
+        action="store_true",
+        help="also store turns as memories and measure memory_search vs the per-turn block at R@5",
     )
     parser.add_argument(
         "--in-place",
@@ -79,8 +88,9 @@ def conversation_sessions(conversation: dict) -> list[tuple[int, datetime, list[
     ]
 
 
-def _import(sample: dict, run_tag: str) -> tuple[int, set[str]]:
-    """One conversation into its own scope; returns the scope id and the dia_ids stored."""
+def _import(sample: dict, run_tag: str) -> tuple[int, dict[str, tuple[str, datetime]]]:
+    """One conversation into its own scope; returns the scope id and {dia_id: (document text,
+    date)} of the turns stored."""
     from memory.models import ScopeKind
     from memory.services.scopes import scope_ensure
     from memory.services.timeline import TurnInput, session_start, turns_record
@@ -90,7 +100,7 @@ def _import(sample: dict, run_tag: str) -> tuple[int, set[str]]:
         key=f"bench/locomo/{run_tag}/{sample['sample_id']}",
         label=f"LoCoMo {sample['sample_id']}",
     )
-    stored = set()
+    stored: dict[str, tuple[str, datetime]] = {}
     for number, date, turns in conversation_sessions(sample["conversation"]):
         session = session_start(
             runtime="locomo-bench",
@@ -112,7 +122,7 @@ def _import(sample: dict, run_tag: str) -> tuple[int, set[str]]:
                     meta={"dia_id": turn["dia_id"]},
                 )
             )
-            stored.add(turn["dia_id"])
+            stored[turn["dia_id"]] = (f'{turn["speaker"]} said, "{text}"', date)
         turns_record(session_id=session.pk, turns=inputs)
     return scope.pk, stored
 
@@ -125,19 +135,82 @@ def _percent(values: list[float]) -> float:
     return 100.0 * sum(values) / len(values) if values else 0.0
 
 
-def evaluate(samples: list[dict], *, run_tag: str, out) -> dict:
-    """Import, ask every question, and return the figures (also printed to `out`)."""
-    from memory.search import turn_search
+def memories_seed(*, scope_id: int, turns: dict[str, tuple[str, datetime]]) -> dict[int, str]:
+    """Each turn as a narrative memory (bulk, embedded as passages): {memory id: dia_id}."""
+    from memory.models import EmbeddingStatus, Memory, MemoryType, Narrative
+    from memory.services.embedding import embedder_get, vector_to_bytes
+
+    embedder = embedder_get()
+    dia_ids = list(turns)
+    texts = [turns[dia][0] for dia in dia_ids]
+    vectors = [None] * len(texts)
+    if embedder is not None:
+        vectors = [
+            vector
+            for start in range(0, len(texts), 64)
+            for vector in embedder.embed_passages(texts[start : start + 64])
+        ]
+    with transaction.atomic():
+        parents = Memory.objects.bulk_create(
+            [
+                Memory(
+                    memory_type=MemoryType.NARRATIVE,
+                    scope_id=scope_id,
+                    summary=text[:500],
+                    search_text=text,
+                    embedding=vector_to_bytes(vector) if vector is not None else None,
+                    embedding_model=embedder.model_id if embedder is not None else "",
+                    embedding_status=EmbeddingStatus.READY
+                    if embedder is not None
+                    else EmbeddingStatus.DISABLED,
+                    valid_from=turns[dia][1],
+                    recorded_at=turns[dia][1],
+                )
+                for dia, text, vector in zip(dia_ids, texts, vectors, strict=True)
+            ]
+        )
+        fields = Narrative._meta.local_concrete_fields
+        columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+        marks = ", ".join(["%s"] * len(fields))
+        rows = []
+        for parent in parents:
+            child = Narrative(memory_ptr_id=parent.pk, gesture=parent.search_text[:500], weight=0.5)
+            rows.append([f.get_db_prep_save(f.pre_save(child, True), connection) for f in fields])
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                f"INSERT INTO {Narrative._meta.db_table} ({columns}) VALUES ({marks})", rows
+            )
+    return {parent.pk: dia for parent, dia in zip(parents, dia_ids, strict=True)}
+
+
+def block_ranked(*, query: str, scope_id: int) -> list[int]:
+    """Memory ids of the per-turn injection block, in the order it shows them."""
+    from injection.services.context import context_turn
+
+    block = context_turn(query=query, scope_ids=[scope_id])
+    return [item.memory_id for section in block.sections for item in section.items]
+
+
+def evaluate(samples: list[dict], *, run_tag: str, out, block: bool = False) -> dict:
+    """Import, ask every question, and return the figures (also printed to `out`): for all
+    conversations, and for the tune (first half) and held-out (second half) conversations."""
+    from memory.search import memory_search, turn_search
 
     rows = []
     latencies = []
-    for sample in samples:
+    block_rows = []
+    half = (len(samples) + 1) // 2
+    for number, sample in enumerate(samples):
         started = time.perf_counter()
         scope_id, stored = _import(sample, run_tag)
         out(
             f"  imported {sample['sample_id']}: {len(stored)} turns "
             f"in {time.perf_counter() - started:.1f} s"
         )
+        dia_of: dict[int, str] = {}
+        if block:
+            dia_of = memories_seed(scope_id=scope_id, turns=stored)
+        part = "tune" if number < half else "held-out"
         for qa in sample["qa"]:
             gold = [dia for dia in evidence_normalise(qa.get("evidence")) if dia in stored]
             if not gold:
@@ -146,26 +219,57 @@ def evaluate(samples: list[dict], *, run_tag: str, out) -> dict:
             hits = turn_search(query=qa["question"], scope_ids=[scope_id], limit=max(KS))
             latencies.append((time.perf_counter() - began) * 1000)
             ranked = [hit.turn.meta.get("dia_id") for hit in hits]
-            rows.append((qa.get("category"), gold, ranked))
-    return _figures(rows, latencies)
+            rows.append((qa.get("category"), gold, ranked, part))
+            if block:
+                searched = memory_search(query=qa["question"], scope_ids=[scope_id], limit=5)
+                shown = block_ranked(query=qa["question"], scope_id=scope_id)
+                block_rows.append(
+                    (
+                        qa.get("category"),
+                        gold,
+                        [dia_of.get(hit.memory.pk) for hit in searched],
+                        [dia_of.get(pk) for pk in shown],
+                    )
+                )
+    figures = _figures(rows, latencies)
+    figures["halves"] = {
+        part: _figures([row for row in rows if row[3] == part], [])
+        for part in ("tune", "held-out")
+        if any(row[3] == part for row in rows)
+    }
+    if block_rows:
+        figures["block"] = _block_figures(block_rows)
+    return figures
+
+
+def _block_figures(block_rows) -> dict:
+    def r5(subset, column):
+        return _percent([len(set(row[1]) & set(row[column][:5])) / len(row[1]) for row in subset])
+
+    result = {"overall": (r5(block_rows, 2), r5(block_rows, 3))}
+    for number, name in CATEGORIES.items():
+        subset = [row for row in block_rows if row[0] == number]
+        if subset:
+            result[name] = (r5(subset, 2), r5(subset, 3))
+    return result
 
 
 def _figures(rows, latencies) -> dict:
     def recalls(subset):
         turn_level = {
-            k: _percent([len(set(g) & set(r[:k])) / len(g) for _, g, r in subset]) for k in KS
+            k: _percent([len(set(g) & set(r[:k])) / len(g) for _, g, r, *_ in subset]) for k in KS
         }
         session_level = {}
         # Sessions are ranked by the first appearance of one of their turns in the turn ranking.
         for k in SESSION_KS:
             values = []
-            for _, gold, ranked in subset:
+            for _, gold, ranked, *_ in subset:
                 gold_sessions = {_session_of(dia) for dia in gold}
                 sessions = list(dict.fromkeys(_session_of(dia) for dia in ranked if dia))
                 values.append(len(gold_sessions & set(sessions[:k])) / len(gold_sessions))
             session_level[k] = _percent(values)
         reciprocal = []
-        for _, gold, ranked in subset:
+        for _, gold, ranked, *_ in subset:
             rank = next((i for i, dia in enumerate(ranked, start=1) if dia in gold), None)
             reciprocal.append(1.0 / rank if rank else 0.0)
         return turn_level, session_level, _percent(reciprocal)
@@ -212,6 +316,23 @@ def figures_print(figures: dict, out) -> None:
             + "".join(f"{cat_recall[k]:7.1f}" for k in KS)
             + f"{cat_session[5]:7.1f}{cat_mrr:7.1f}{DRAGON_R5[name]:12.1f}"
         )
+    for part, half in figures.get("halves", {}).items():
+        recall, session, mrr = half["overall"]
+        out(
+            f"{'conversations, ' + part + ' half (' + str(half['questions']) + ')':<34}"
+            + "".join(f"{recall[k]:7.1f}" for k in KS)
+            + "".join(f"{session[k]:7.1f}" for k in SESSION_KS)
+            + f"{mrr:7.1f}"
+        )
+        out(
+            f"{'  per category R@5':<34}"
+            + "  ".join(f"{name} {values[0][5]:.1f}" for name, values in half["categories"].items())
+        )
+    if "block" in figures:
+        out("")
+        out(f"{'turns stored as memories (R@5)':<34}{'search':>9}{'block':>9}")
+        for name, (searched, shown) in figures["block"].items():
+            out(f"{name:<34}{searched:9.1f}{shown:9.1f}")
     out("")
     out(
         f"query latency (turn_search incl. query embedding): p50 {figures['p50_ms']:.1f} ms, "
@@ -240,7 +361,7 @@ def run(command, options) -> None:
         connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
     try:
         started = time.perf_counter()
-        figures = evaluate(samples, run_tag=run_tag, out=out)
+        figures = evaluate(samples, run_tag=run_tag, out=out, block=options["block"])
         out(f"  total {time.perf_counter() - started:.0f} s")
         out("")
         figures_print(figures, out)

@@ -108,6 +108,7 @@ class SearchIndex(ABC):
     """Everything one kind of document (memories or turns) needs to be ranked without SQL."""
 
     kind = ""
+    documents_hold_neighbours = False
     model = Memory
     word_table = ""
     columns: dict[str, np.dtype] = {}
@@ -126,7 +127,11 @@ class SearchIndex(ABC):
         base["has_vector"] = np.bool_
         self.table = _Columns({**base, **self.columns}, self.dim)
         self.postings = Postings()
+        # Terms of each row's own text (turn documents also hold their neighbours' terms): what a
+        # literal must be found in.
+        self.own_postings = Postings()
         self.row_of: dict[int, int] = {}
+        self.speaker_terms: set[str] = set()
         self.dead = 0
         self.basis: np.ndarray | None = None
         self.projected = np.zeros((0, 0), dtype=np.float32)
@@ -206,11 +211,15 @@ class SearchIndex(ABC):
         vector = np.frombuffer(bytes(blob), dtype=np.float32)
         return vector if vector.shape[0] == self.dim else None
 
-    def _add(self, pk: int, values: dict, bag: dict[str, float], vector) -> None:
+    def _add(
+        self, pk: int, values: dict, bag: dict[str, float], vector, own: dict | None = None
+    ) -> None:
         self._kill(pk)
         values = {**values, "id": pk, "alive": True, "length": sum(bag.values())}
         row = self.table.append(values, vector)
         self.postings.add(row, bag)
+        if own is not None:
+            self.own_postings.add(row, own)
         self.row_of[pk] = row
 
     @abstractmethod
@@ -231,7 +240,9 @@ class SearchIndex(ABC):
         lengths = self.table["length"]
         total = int(stats_rows.sum())
         average = float(lengths[stats_rows].mean()) or 1.0
-        for term, query_tf in Counter(terms).items():
+        # A query term counts once however often the query repeats it: a long dialogue says "feel"
+        # ten times without meaning it ten times more; rarity (idf) alone weighs it.
+        for term in dict.fromkeys(terms):
             posting = self.postings.get(term)
             if posting is None:
                 continue
@@ -245,13 +256,49 @@ class SearchIndex(ABC):
                 continue
             idf = math.log(1 + (total - df + 0.5) / (df + 0.5))
             norm = k1 * (1 - b + b * lengths[rows] / average)
-            scores[rows] += query_tf * idf * tfs * (k1 + 1) / (tfs + norm)
+            scores[rows] += idf * tfs * (k1 + 1) / (tfs + norm)
         return scores
+
+    def ideal_bm25(self, terms: list[str], stats_rows: np.ndarray) -> float:
+        """The BM25 of a document of average length holding each known query term once: the scale
+        a lexical score is read against, so matching only a weak term never counts as a full hit."""
+        total = int(stats_rows.sum())
+        ideal = 0.0
+        for term in dict.fromkeys(terms):
+            posting = self.postings.get(term)
+            df = int(stats_rows[posting[0]].sum()) if posting is not None else 0
+            if df:
+                ideal += math.log(1 + (total - df + 0.5) / (df + 0.5))
+        return ideal
 
     def term_mask(self, term: str) -> np.ndarray:
         """Rows whose document contains `term`."""
         mask = np.zeros(self.table.size, dtype=bool)
         posting = self.postings.get(term)
+        if posting is not None:
+            mask[posting[0]] = True
+        return mask
+
+    def terms_resolve(self, terms: list[str]) -> list[str]:
+        """The query's terms, with a name spelled one letter off a speaker's name (Akib for Aqib)
+        read as that name when the store has no such word."""
+        if not self.speaker_terms:
+            return terms
+        return [
+            term
+            if self.postings.get(term) is not None or len(term) < 4
+            else next(
+                (name for name in sorted(self.speaker_terms) if _one_edit_apart(term, name)), term
+            )
+            for term in terms
+        ]
+
+    def literal_mask(self, term: str) -> np.ndarray:
+        """Rows whose own text contains `term` (a provisional literal match)."""
+        if not self.documents_hold_neighbours:
+            return self.term_mask(term)
+        mask = np.zeros(self.table.size, dtype=bool)
+        posting = self.own_postings.get(term)
         if posting is not None:
             mask[posting[0]] = True
         return mask
@@ -321,6 +368,7 @@ class MemoryIndex(SearchIndex):
         "recorded_at": np.float64,
         "pinned": np.bool_,
         "weight": np.float32,
+        "secret": np.bool_,
     }
 
     def _load(self, ids: list[int]) -> None:
@@ -340,12 +388,13 @@ class MemoryIndex(SearchIndex):
                 "embedding_model",
                 "narrative__weight",
                 "narrative__layer",
+                "secret",
             )
         )
         terms = self._stored_terms([row[0] for row in rows], {row[0]: row[9] for row in rows})
         for row in rows:
             (pk, scope_id, status, memory_type, valid_from, valid_to, recorded_at, pinned) = row[:8]
-            importance, _, blob, model_id, weight, layer = row[8:]
+            importance, _, blob, model_id, weight, layer, secret = row[8:]
             values = {
                 "scope": scope_id,
                 "status": STATUS_CODES.get(status, -1),
@@ -358,8 +407,24 @@ class MemoryIndex(SearchIndex):
                 # Narratives carry a computed weight; other kinds use their importance on the same
                 # 0–1 scale.
                 "weight": weight if weight is not None else importance / 5,
+                "secret": secret,
             }
             self._add(pk, values, Counter(terms.get(pk, [])), self._vector(blob, model_id))
+
+
+def _one_edit_apart(left: str, right: str) -> bool:
+    """One substitution, insertion or deletion apart (never equal)."""
+    if left == right or abs(len(left) - len(right)) > 1:
+        return False
+    if len(left) > len(right):
+        left, right = right, left
+    for position, (a, b) in enumerate(zip(left, right, strict=False)):
+        if a != b:
+            tail = position + 1
+            if len(left) == len(right):
+                return left[tail:] == right[tail:]
+            return left[position:] == right[tail:]
+    return True
 
 
 class TurnIndex(SearchIndex):
@@ -369,6 +434,7 @@ class TurnIndex(SearchIndex):
     """
 
     kind = "turn"
+    documents_hold_neighbours = True
     model = ContextTurn
     word_table = schema.TURN_WORD
     columns = {"session": np.int64, "seq": np.int64, "occurred_at": np.float64}
@@ -409,11 +475,14 @@ class TurnIndex(SearchIndex):
         )
         neighbour_weight = settings.TIDELINE_SEARCH_NEIGHBOUR_WEIGHT
         date_weight = settings.TIDELINE_SEARCH_DATE_WEIGHT
+        for row in rows:
+            self.speaker_terms.update(text_terms(row[4] or ""))
         for position, row in enumerate(rows):
             pk, scope_id, seq, occurred_at, _, _, blob, model_id = row
             if not low - window <= seq <= high + window:
                 continue
-            bag: dict[str, float] = Counter(terms.get(pk, []))
+            own = Counter(terms.get(pk, []))
+            bag: dict[str, float] = Counter(own)
             if window and neighbour_weight:
                 for other in rows[max(0, position - window) : position + window + 1]:
                     if other[0] == pk or abs(other[2] - seq) > window:
@@ -429,4 +498,4 @@ class TurnIndex(SearchIndex):
                 "seq": seq,
                 "occurred_at": epoch(occurred_at, 0.0),
             }
-            self._add(pk, values, bag, self._vector(blob, model_id))
+            self._add(pk, values, bag, self._vector(blob, model_id), own=own)

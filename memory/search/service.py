@@ -36,6 +36,7 @@ from memory.models import (
     SelfConcept,
 )
 from memory.search import schema
+from memory.search.calibration import Calibration, calibration_get
 from memory.search.index import (
     LAYER_CODES,
     PROJECTION_SHORTLIST,
@@ -55,6 +56,8 @@ RECENCY_HALF_LIFE_DAYS = 30.0
 DEFAULT_STATUSES = (MemoryStatus.ACTIVE,)
 TYPE_NAMES = {code: kind for kind, code in TYPE_CODES.items()}
 AS_OF_STATUSES = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED, MemoryStatus.EXPIRED)
+COMMON_LITERAL_SHARE = 0.2
+COMMON_LITERAL_MIN_ROWS = 20
 
 
 @dataclass
@@ -138,7 +141,7 @@ def _query_vector(query: str, index: SearchIndex) -> np.ndarray | None:
     if embedder is None or index.model_id != embedder.model_id:
         return None
     try:
-        vector = embedder.embed([query])[0]
+        vector = embedder.embed_query(query)
     except Exception:
         # Search still answers by keyword; the failure is logged, not hidden.
         logger.exception("query embedding failed; searching by keyword only")
@@ -174,21 +177,25 @@ class _Literals:
 
     Common literals make the trigram index slow (every row of a 100k store may share "whale-listen"'s
     trigrams), so a row is first a *provisional* match when its document holds every term of the
-    literal, found through the word postings; only rows that reach the shortlist are then checked
+    literal, found through the word postings; only rows that can reach the result are then checked
     verbatim against their text. Literals without word terms go through the trigram index.
+
+    A literal found in more than COMMON_LITERAL_SHARE of the eligible rows (a quoted speaker name
+    in a transcript, present in half the turns) tells no row apart and is dropped.
     """
 
     def __init__(self, index: SearchIndex, query: str, eligible: np.ndarray, scope_ids) -> None:
         self.index = index
-        self.literals = query_literals(query)
+        self.literals: list[str] = []
         self.masks: list[np.ndarray] = []
         self.checked = np.zeros(index.table.size, dtype=bool)
-        for literal in self.literals:
+        common = max(COMMON_LITERAL_MIN_ROWS, COMMON_LITERAL_SHARE * int(eligible.sum()))
+        for literal in query_literals(query):
             terms = set(text_terms(literal))
             if terms:
                 mask = eligible.copy()
                 for term in terms:
-                    mask &= index.term_mask(term)
+                    mask &= index.literal_mask(term)
             else:
                 mask = np.zeros(index.table.size, dtype=bool)
                 rows = [
@@ -198,6 +205,9 @@ class _Literals:
                 ]
                 mask[rows] = True
                 mask &= eligible
+            if mask.sum() > common:
+                continue
+            self.literals.append(literal)
             self.masks.append(mask)
 
     def share(self) -> np.ndarray:
@@ -207,22 +217,27 @@ class _Literals:
             share += mask
         return share / len(self.literals) if self.literals else share
 
-    def verify(self, rows: np.ndarray) -> bool:
-        """Check these rows verbatim; True when some provisional match was withdrawn."""
-        pending = [row for row in rows if not self.checked[row] and any(m[row] for m in self.masks)]
-        if not pending:
-            return False
-        ids = [int(self.index.table["id"][row]) for row in pending]
+    def unverified(self, rows: np.ndarray) -> np.ndarray:
+        """Those of `rows` whose provisional matches have not been checked verbatim yet."""
+        if not self.literals or not len(rows):
+            return rows[:0]
+        provisional = np.zeros(len(rows), dtype=bool)
+        for mask in self.masks:
+            provisional |= mask[rows]
+        return rows[provisional & ~self.checked[rows]]
+
+    def verify(self, rows: np.ndarray) -> None:
+        """Check these rows verbatim, withdrawing the provisional matches their text lacks."""
+        if not len(rows):
+            return
+        ids = [int(self.index.table["id"][row]) for row in rows]
         texts = _raw_texts(self.index.kind, ids)
-        changed = False
-        for row, pk in zip(pending, ids, strict=True):
+        for row, pk in zip(rows, ids, strict=True):
             text = texts.get(pk, "")
             for literal, mask in zip(self.literals, self.masks, strict=True):
                 if mask[row] and unicodedata.normalize("NFKC", literal).casefold() not in text:
                     mask[row] = False
-                    changed = True
             self.checked[row] = True
-        return changed
 
     def found(self, row: int) -> list[str]:
         return [
@@ -255,27 +270,41 @@ def _rank(
     floor: float,
     priors: Callable[[np.ndarray], np.ndarray] | None,
     vector: np.ndarray | None,
+    calibration: Calibration,
+    min_cosine: float | None = None,
 ) -> list[tuple[int, float, float, float | None, dict]]:
-    """(row, score, bm25, cosine, why) for the best `limit` eligible rows. `vector` is the query's
-    embedding (None: keyword only)."""
+    """(row, score, bm25, cosine, why) for the best `limit` eligible rows, in score order. `vector`
+    is the query's embedding (None: keyword only); with `min_cosine`, only rows whose cosine
+    reaches it compete, so the limit stays full.
+
+    Exact by construction: a provisional literal match can only be withdrawn, which only lowers a
+    score, so provisional scores are upper bounds. Rows are verified until the best `limit` by
+    current score are all verified; every other row's true score is then at most its bound, at
+    most the chosen rows' scores.
+    """
     if not eligible.any() or not query:
         return []
-    size = index.table.size
-    terms = text_terms(query) if lexical else []
+    terms = index.terms_resolve(text_terms(query)) if lexical else []
     bm25 = index.bm25(terms, eligible, stats_rows)
     literals = _Literals(index, query, eligible, scope_ids) if lexical else None
     keyword_boost = settings.TIDELINE_SEARCH_KEYWORD_BOOST
     cosine = None
     approximate = False
-    weight = settings.TIDELINE_SEARCH_SEMANTIC_WEIGHT if semantic else 0.0
+    weight = calibration.semantic_weight if semantic else 0.0
     vector = vector if semantic else None
     has_vector = index.table["has_vector"]
     if vector is not None and (eligible & has_vector).any():
         with _blas_one_thread():
             cosine, approximate = index.cosines(vector)
         cosine = np.where(has_vector, cosine, np.float32(-1.0))
-    boost = keyword_boost * literals.share() if literals else np.zeros(size, dtype=np.float32)
-    lexical_hit = (bm25 > 0) | (boost > 0)
+    if min_cosine is not None:
+        if cosine is None:
+            return []
+        eligible = eligible & (cosine >= min_cosine)
+    lexical_hit = bm25 > 0
+    if literals is not None:
+        for mask in literals.masks:
+            lexical_hit |= mask
     if cosine is None:
         candidate = eligible & lexical_hit
         lexical_weight = 1.0
@@ -285,41 +314,73 @@ def _rank(
     rows = np.flatnonzero(candidate)
     if not len(rows):
         return []
-    top_bm25 = float(bm25[rows].max())
+    lexical_scale = max(
+        float(bm25[rows].max()),
+        calibration.lexical_floor_share * index.ideal_bm25(terms, stats_rows),
+    )
     low = high = 0.0
     if cosine is not None:
         eligible_cos = cosine[eligible & has_vector]
         low, high = float(eligible_cos.min()), float(eligible_cos.max())
 
+    def relevance(at: np.ndarray) -> dict[str, np.ndarray]:
+        zero = np.zeros(len(at), dtype=np.float32)
+        return {
+            "lexical": lexical_weight * bm25[at] / lexical_scale if lexical_scale > 0 else zero,
+            "semantic": weight * np.clip((cosine[at] - low) / (high - low), 0.0, 1.0)
+            if cosine is not None and high > low
+            else zero,
+        }
+
+    keyword = keyword_boost * literals.share() if literals and literals.literals else None
+
+    def parts(at: np.ndarray) -> dict[str, np.ndarray]:
+        zero = np.zeros(len(at), dtype=np.float32)
+        return {
+            **relevance(at),
+            "keyword": keyword[at] if keyword is not None else zero,
+            "priors": priors(at) if priors is not None else zero,
+        }
+
     def fused(at: np.ndarray) -> np.ndarray:
-        score = np.zeros(len(at), dtype=np.float32)
-        if top_bm25 > 0:
-            score += lexical_weight * bm25[at] / top_bm25
-        if cosine is not None and high > low:
-            score += weight * np.clip((cosine[at] - low) / (high - low), 0.0, 1.0)
-        score += boost[at]
-        if priors is not None:
-            score += priors(at)
-        return score
+        return np.sum(list(parts(at).values()), axis=0, dtype=np.float32)
 
     def best(at: np.ndarray, score: np.ndarray, take: int) -> np.ndarray:
         take = min(take, len(at))
         top = np.argpartition(-score, take - 1)[:take]
-        return at[top[np.argsort(-score[top], kind="stable")]]
+        return at[top[np.lexsort((at[top], -score[top]))]]
 
-    shortlist_size = max(limit * 4, 40) if not approximate else PROJECTION_SHORTLIST
-    for _ in range(5):
-        shortlist = best(rows, fused(rows), shortlist_size)
-        if approximate:
-            # The projected scan found the shortlist; its order is decided by exact cosines.
-            with _blas_one_thread():
-                cosine[shortlist] = index.exact_cosines(vector, shortlist)
-        chosen = best(shortlist, fused(shortlist), limit)
-        # Withdrawing a provisional literal match can only move rows down: re-rank until the
-        # chosen rows are all verified.
-        if literals is None or not literals.verify(chosen):
+    def candidates(at: np.ndarray) -> np.ndarray:
+        """Rows still matching after withdrawals: a keyword hit, or similarity above the floor."""
+        keep = bm25[at] > 0
+        for mask in literals.masks if literals is not None else []:
+            keep |= mask[at]
+        if cosine is not None:
+            keep |= cosine[at] >= floor
+        return at[keep]
+
+    pool = rows
+    if approximate:
+        # The projected scan picks the shortlist; exact cosines then decide inside it.
+        pool = best(rows, fused(rows), PROJECTION_SHORTLIST)
+        with _blas_one_thread():
+            cosine[pool] = index.exact_cosines(vector, pool)
+    batch = limit
+    while True:
+        chosen = best(pool, fused(pool), limit)
+        pending = literals.unverified(chosen) if literals is not None else chosen[:0]
+        if not len(pending):
             break
-        boost = keyword_boost * literals.share()
+        # Verify the next rows by bound in one batch, growing, so a store full of provisional
+        # matches costs a few reads, not one per row.
+        batch *= 2
+        ahead = best(pool, fused(pool), min(len(pool), limit + batch))
+        literals.verify(literals.unverified(ahead))
+        keyword = keyword_boost * literals.share()
+        pool = candidates(pool)
+        if not len(pool):
+            return []
+    components = parts(chosen)
     final = fused(chosen)
     matched = index.matched_terms(terms, chosen)
     results = []
@@ -329,59 +390,40 @@ def _rank(
             "matched_terms": matched[position],
             "literal_matches": literals.found(row) if literals else [],
             "lexical_score": round(float(bm25[row]), 4),
-            "lexical_share": round(float(lexical_weight * bm25[row] / top_bm25), 4)
-            if top_bm25 > 0
-            else 0.0,
+            "lexical_share": round(float(components["lexical"][position]), 4),
             "cosine": round(cos, 4) if cos is not None else None,
-            "boosts": {"keyword": round(float(boost[row]), 4)},
+            "semantic_share": round(float(components["semantic"][position]), 4),
+            "boosts": {
+                "keyword": round(float(components["keyword"][position]), 4),
+                "priors": round(float(components["priors"][position]), 4),
+            },
             "score": round(float(final[position]), 4),
         }
         results.append((row, float(final[position]), float(bm25[row]), cos, why))
     return results
 
 
-def memory_search(
+def _memory_rank(
     *,
+    index: SearchIndex,
     query: str,
     scope_ids: list[int],
-    limit: int = 10,
-    as_of: datetime | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    memory_types: list[str] | None = None,
-    layers: list[str] | None = None,
-    tags: list[str] | None = None,
-    statuses: list[str] | None = None,
-    min_semantic: float | None = None,
-    lexical: bool = True,
-    semantic: bool = True,
-    activation_source: str | None = None,
-    session_id: int | None = None,
-    exclude_ids: set[int] | frozenset[int] = frozenset(),
-) -> list[MemoryHit]:
-    """Memories in `scope_ids` that match `query`, best first, each saying why it matched.
-
-    Default: active memories valid now. With `as_of`, what was valid at that moment (superseded and
-    expired rows included when they were valid then). `since`/`until` bound the event time
-    (valid_from). `min_semantic` keeps only hits whose cosine reaches it (semantic prefetch, e.g.
-    T1's 0.25); `lexical=False` / `semantic=False` switch a side off. `exclude_ids` are left out
-    before ranking (a session's already-seen memories), so only returned rows are loaded. With `activation_source`, each
-    returned memory counts an activation and gets an AttentionEvent, in one short transaction after
-    ranking.
-    """
-    query = _check_common(query, scope_ids, limit)
-    if statuses is not None and not set(statuses) <= set(MemoryStatus.values):
-        raise InvalidInput(f"statuses must be among {MemoryStatus.values}", field="statuses")
-    if memory_types is not None and not set(memory_types) <= set(MemoryType.values):
-        raise InvalidInput(f"memory_types must be among {MemoryType.values}", field="memory_types")
-    if layers is not None and not set(layers) <= set(LAYER_CODES):
-        raise InvalidInput(f"layers must be among {list(LAYER_CODES)}", field="layers")
-    if not scope_ids or not query:
-        return []
-    started = time.perf_counter()
-    index = search_index("memory")
-    # Embedding the query is the slowest step; it runs before taking the index lock.
-    vector = _query_vector(query, index) if semantic else None
+    limit: int,
+    as_of: datetime | None,
+    since: datetime | None,
+    until: datetime | None,
+    memory_types: list[str] | None,
+    layers: list[str] | None,
+    tags: list[str] | None,
+    statuses: list[str] | None,
+    min_semantic: float | None,
+    lexical: bool,
+    semantic: bool,
+    exclude_ids: set[int],
+    exclude_secret: bool,
+    vector: np.ndarray | None,
+    calibration: Calibration,
+) -> tuple[list, list[int], dict[int, str]]:
     with index.lock:
         table = index.table
         in_scope = table["alive"] & _among(table["scope"], scope_ids)
@@ -399,6 +441,8 @@ def memory_search(
             eligible &= _among(table["memory_type"], [TYPE_CODES[t] for t in memory_types])
         if layers:
             eligible &= _among(table["layer"], [LAYER_CODES[layer] for layer in layers])
+        if exclude_secret:
+            eligible &= ~table["secret"]
         if exclude_ids:
             excluded = [index.row_of[pk] for pk in exclude_ids if pk in index.row_of]
             eligible[excluded] = False
@@ -430,26 +474,99 @@ def memory_search(
             limit=limit,
             lexical=lexical,
             semantic=semantic,
-            floor=settings.TIDELINE_SEARCH_SEMANTIC_FLOOR if min_semantic is None else min_semantic,
+            floor=calibration.semantic_floor if min_semantic is None else min_semantic,
             priors=priors,
             vector=vector,
+            calibration=calibration,
+            min_cosine=min_semantic,
         )
-        if min_semantic is not None:
-            ranked = [item for item in ranked if item[3] is not None and item[3] >= min_semantic]
         ids = [int(table["id"][row]) for row, *_ in ranked]
-        chosen = np.asarray([row for row, *_ in ranked], dtype=np.int64)
-        prior_of = dict(zip(ids, priors(chosen).tolist(), strict=True))
         kinds = {
             int(table["id"][row]): TYPE_NAMES[int(table["memory_type"][row])] for row, *_ in ranked
         }
-    memories = _memories_typed(kinds)
+    return ranked, ids, kinds
+
+
+def memory_search(
+    *,
+    query: str,
+    scope_ids: list[int],
+    limit: int = 10,
+    as_of: datetime | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    memory_types: list[str] | None = None,
+    layers: list[str] | None = None,
+    tags: list[str] | None = None,
+    statuses: list[str] | None = None,
+    min_semantic: float | None = None,
+    lexical: bool = True,
+    semantic: bool = True,
+    activation_source: str | None = None,
+    session_id: int | None = None,
+    exclude_ids: set[int] | frozenset[int] = frozenset(),
+    exclude_secret: bool = False,
+) -> list[MemoryHit]:
+    """Memories in `scope_ids` that match `query`, best first, each saying why it matched.
+
+    Default: active memories valid now. With `as_of`, what was valid at that moment (superseded and
+    expired rows included when they were valid then). `since`/`until` bound the event time
+    (valid_from). `min_semantic` keeps only hits whose cosine reaches it (semantic prefetch, e.g.
+    the model's noise floor), and the limit is filled from those; `lexical=False` /
+    `semantic=False` switch a side off. `exclude_secret` drops secret memories inside the ranking,
+    so the limit stays full of non-secret ones. `exclude_ids` are left out
+    before ranking (a session's already-seen memories), so only returned rows are loaded. With `activation_source`, each
+    returned memory counts an activation and gets an AttentionEvent, in one short transaction after
+    ranking.
+    """
+    query = _check_common(query, scope_ids, limit)
+    if statuses is not None and not set(statuses) <= set(MemoryStatus.values):
+        raise InvalidInput(f"statuses must be among {MemoryStatus.values}", field="statuses")
+    if memory_types is not None and not set(memory_types) <= set(MemoryType.values):
+        raise InvalidInput(f"memory_types must be among {MemoryType.values}", field="memory_types")
+    if layers is not None and not set(layers) <= set(LAYER_CODES):
+        raise InvalidInput(f"layers must be among {list(LAYER_CODES)}", field="layers")
+    if not scope_ids or not query:
+        return []
+    started = time.perf_counter()
+    index = search_index("memory")
+    calibration = calibration_get(index.model_id)
+    # Embedding the query is the slowest step; it runs before taking the index lock.
+    vector = _query_vector(query, index) if semantic else None
+    withheld: set[int] = set()
+    while True:
+        ranked, ids, kinds = _memory_rank(
+            index=index,
+            query=query,
+            scope_ids=scope_ids,
+            limit=limit,
+            as_of=as_of,
+            since=since,
+            until=until,
+            memory_types=memory_types,
+            layers=layers,
+            tags=tags,
+            statuses=statuses,
+            min_semantic=min_semantic,
+            lexical=lexical,
+            semantic=semantic,
+            exclude_ids=set(exclude_ids) | withheld,
+            exclude_secret=exclude_secret,
+            vector=vector,
+            calibration=calibration,
+        )
+        memories = _memories_typed(kinds)
+        # The index may lag a secret flag set a moment ago; the loaded row is the truth.
+        leaked = {pk for pk, memory in memories.items() if exclude_secret and memory.secret}
+        if not leaked:
+            break
+        withheld |= leaked
     labels = dict(Scope.objects.filter(pk__in=scope_ids).order_by().values_list("pk", "label"))
     hits = []
     for (_, score, bm25, cosine, why), pk in zip(ranked, ids, strict=True):
         memory = memories.get(pk)
         if memory is None:
             continue
-        why["boosts"]["priors"] = round(prior_of[pk], 4)
         why["scope"] = labels.get(memory.scope_id, str(memory.scope_id))
         hits.append(MemoryHit(memory=memory, score=score, lexical=bm25, semantic=cosine, why=why))
     logger.debug(
@@ -497,6 +614,7 @@ def turn_search(
     if not scope_ids or not query:
         return []
     index = search_index("turn")
+    calibration = calibration_get(index.model_id)
     vector = _query_vector(query, index)
     with index.lock:
         table = index.table
@@ -508,6 +626,7 @@ def turn_search(
             eligible &= table["occurred_at"] < until.timestamp()
         if session_ids is not None:
             eligible &= np.isin(table["session"], np.asarray(session_ids, dtype=np.int64))
+
         ranked = _rank(
             index=index,
             query=query,
@@ -517,9 +636,10 @@ def turn_search(
             limit=limit,
             lexical=True,
             semantic=True,
-            floor=settings.TIDELINE_SEARCH_TURN_SEMANTIC_FLOOR,
+            floor=calibration.turn_floor,
             priors=None,
             vector=vector,
+            calibration=calibration,
         )
         ids = [int(table["id"][row]) for row, *_ in ranked]
     turns = {

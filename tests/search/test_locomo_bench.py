@@ -105,3 +105,15 @@ def test_it_runs_the_locomo_bench_end_to_end(locomo_file):
     luna = turns.get(meta__dia_id="D1:3", scope__label="LoCoMo conv-a")
     assert luna.content.endswith("and shared a photo of a small brown dog")
     assert luna.occurred_at.isoformat().startswith("2023-05-08T13:56")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_reports_both_halves_and_the_per_turn_block(locomo_file):
+    report = StringIO()
+    call_command(
+        "bench", "locomo", "--data", str(locomo_file), "--in-place", "--block", stdout=report
+    )
+    text = report.getvalue()
+    assert "tune half (3)" in text and "held-out half (1)" in text
+    searched, shown = re.search(r"\noverall\s+([\d.]+)\s+([\d.]+)", text).groups()
+    assert float(searched) > 0 and float(shown) > 0

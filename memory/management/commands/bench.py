@@ -13,6 +13,7 @@ from memory.management.progress import ProgressCommand
 
 BENCHMARKS = {
     "locomo": "memory.bench.locomo",
+    "realmem": "memory.bench.realmem",
     "search": "memory.bench.search",
     "inject": "injection.bench",
     "dream": "dream.bench",

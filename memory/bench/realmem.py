@@ -1,0 +1,280 @@
+"""RealMem session-level retrieval recall through the real write path and the real turn_search.
+
+One store per persona. Sessions are imported in order (turns via `turns_record`, the session's date
+as `occurred_at`, embedded after commit); before each session, every query turn in it is asked of
+`turn_search` with the query turn's text as written, over the sessions strictly before it (the
+store holds nothing later), no LLM. Turns are ranked and collapsed to sessions by first occurrence.
+Printed: session R@5/10, all@5/10 and MRR overall and per category, the plain-BM25 floor, the
+per-turn block's R@5 (every user turn also stored as a narrative memory, asked of `memory_search`
+and of `context_turn`), and query latency. Protocol: ../shared/bench/README.md. Runs in a scratch
+database unless `--in-place`.
+"""
+
+import ast
+import json
+import re
+import statistics
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from django.core.management.base import CommandError
+from django.db import connection
+
+KS = (5, 10)
+CATEGORIES = (
+    "Dynamic Incremental",
+    "Dynamic Updating",
+    "Implicit Preference",
+    "Temporal-reasoning",
+)
+BM25_FLOOR = {"session R@5": 0.594, "session R@10": 0.709, "turn→session R@5": 0.523}
+TURN_POOL = 200
+_DATE = re.compile(r"(\d{4}-\d{2}-\d{2})")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--data", required=True, help="RealMem dataset directory (or one file)")
+    parser.add_argument(
+        "--personas", type=int, default=0, help="only the first N personas by file name (0 = all)"
+    )
+    parser.add_argument(
+        "--block",
+        action="store_true",
+        help="also store user turns as memories and measure memory_search vs the per-turn block",
+    )
+    parser.add_argument(
+        "--in-place",
+        action="store_true",
+        help="import into the configured database instead of a scratch one (tests use this)",
+    )
+
+
+def _truthy(value) -> bool:
+    return value is True or value == "True"
+
+
+def _gold(raw) -> list[str]:
+    if isinstance(raw, str):
+        try:
+            raw = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            return []
+    return [str(item) for item in raw or []]
+
+
+def session_day(text: str) -> datetime:
+    """RealMem's "2025-12-25 (Thursday)"."""
+    match = _DATE.search(text or "")
+    if not match:
+        raise CommandError(f"unreadable session date {text!r}")
+    return datetime.strptime(match.group(1), "%Y-%m-%d").replace(hour=12, tzinfo=UTC)
+
+
+def persona_queries(dialogues: list[dict]) -> list[tuple[int, str, str, list[str]]]:
+    """(session position, category, query text, gold session uuids) of every scorable query: gold
+    strictly before the query's own session."""
+    position_of = {session["session_uuid"]: n for n, session in enumerate(dialogues)}
+    found = []
+    for n, session in enumerate(dialogues):
+        turns = session["dialogue_turns"]
+        for i, turn in enumerate(turns):
+            if not _truthy(turn.get("is_query")):
+                continue
+            answer = turns[i + 1] if i + 1 < len(turns) else {}
+            gold = _gold(answer.get("memory_session_uuids"))
+            if not gold or any(position_of.get(uuid, n) >= n for uuid in gold):
+                continue
+            found.append((n, turn.get("category_name", ""), turn["content"], gold))
+    return found
+
+
+def _import_session(scope_id: int, tag: str, session: dict, dia_of: dict) -> list[tuple]:
+    from memory.services.timeline import TurnInput, session_start, turns_record
+
+    date = session_day(session.get("current_time", ""))
+    opened = session_start(
+        runtime="realmem-bench",
+        external_id=f"{tag}/{session['session_uuid']}",
+        scope_id=scope_id,
+        started_at=date,
+    )
+    inputs = [
+        TurnInput(
+            role="user" if turn["speaker"] == "User" else "assistant",
+            speaker=turn["speaker"],
+            content=turn["content"],
+            occurred_at=date,
+            meta={"session_uuid": session["session_uuid"]},
+        )
+        for turn in session["dialogue_turns"]
+        if turn.get("content", "").strip()
+    ]
+    if inputs:
+        turns_record(session_id=opened.pk, turns=inputs)
+    dia_of[opened.pk] = session["session_uuid"]
+    return [(turn.content, date, session["session_uuid"]) for turn in inputs if turn.role == "user"]
+
+
+def evaluate(files: list[Path], *, run_tag: str, out, block: bool = False) -> dict:
+    from memory.bench.locomo import block_ranked, memories_seed
+    from memory.models import ScopeKind
+    from memory.search import memory_search, turn_search
+    from memory.services.scopes import scope_ensure
+
+    rows = []
+    block_rows = []
+    latencies = []
+    for path in files:
+        dialogues = json.loads(path.read_text())["dialogues"]
+        queries = persona_queries(dialogues)
+        by_session: dict[int, list] = {}
+        for query in queries:
+            by_session.setdefault(query[0], []).append(query)
+        scope = scope_ensure(
+            kind=ScopeKind.PROJECT,
+            key=f"bench/realmem/{run_tag}/{path.stem}",
+            label=f"RealMem {path.stem}",
+        )
+        started = time.perf_counter()
+        uuid_of: dict[int, str] = {}
+        memory_uuid: dict[int, str] = {}
+        for n, session in enumerate(dialogues):
+            for _, category, text, gold in by_session.get(n, []):
+                began = time.perf_counter()
+                hits = turn_search(query=text, scope_ids=[scope.pk], limit=TURN_POOL)
+                latencies.append((time.perf_counter() - began) * 1000)
+                ranked = list(dict.fromkeys(uuid_of.get(hit.turn.session_id) for hit in hits))
+                rows.append((category, gold, ranked))
+                if block:
+                    searched = memory_search(query=text, scope_ids=[scope.pk], limit=5)
+                    shown = block_ranked(query=text, scope_id=scope.pk)
+                    block_rows.append(
+                        (
+                            category,
+                            gold,
+                            list(dict.fromkeys(memory_uuid.get(h.memory.pk) for h in searched)),
+                            list(dict.fromkeys(memory_uuid.get(pk) for pk in shown)),
+                        )
+                    )
+            user_turns = _import_session(scope.pk, f"{run_tag}/{path.stem}", session, uuid_of)
+            if block and user_turns:
+                seeded = memories_seed(
+                    scope_id=scope.pk,
+                    turns={
+                        f"{uuid}/{k}": (text, date)
+                        for k, (text, date, uuid) in enumerate(user_turns)
+                    },
+                )
+                memory_uuid.update({pk: key.split("/")[0] for pk, key in seeded.items()})
+        out(
+            f"  {path.stem}: {len(dialogues)} sessions, {len(queries)} queries "
+            f"in {time.perf_counter() - started:.0f} s"
+        )
+    return _figures(rows, block_rows, latencies)
+
+
+def _recall(subset, k: int, column: int = 2) -> tuple[float, float]:
+    if not subset:
+        return 0.0, 0.0
+    share = [len(set(row[1]) & set(row[column][:k])) / len(set(row[1])) for row in subset]
+    every = [float(set(row[1]) <= set(row[column][:k])) for row in subset]
+    return statistics.fmean(share), statistics.fmean(every)
+
+
+def _mrr(subset) -> float:
+    values = []
+    for _, gold, ranked in subset:
+        rank = next((i for i, uuid in enumerate(ranked, start=1) if uuid in gold), None)
+        values.append(1.0 / rank if rank else 0.0)
+    return statistics.fmean(values) if values else 0.0
+
+
+def _figures(rows, block_rows, latencies) -> dict:
+    def summary(subset):
+        return {
+            "n": len(subset),
+            **{f"R@{k}": _recall(subset, k)[0] for k in KS},
+            **{f"all@{k}": _recall(subset, k)[1] for k in KS},
+            "MRR": _mrr(subset),
+        }
+
+    ordered = sorted(latencies) or [0.0]
+    figures = {
+        "overall": summary(rows),
+        "categories": {
+            name: summary([row for row in rows if row[0] == name])
+            for name in CATEGORIES
+            if any(row[0] == name for row in rows)
+        },
+        "p50_ms": statistics.median(ordered),
+        "p95_ms": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
+    }
+    if block_rows:
+        figures["block"] = {
+            name: (_recall(subset, 5, 2)[0], _recall(subset, 5, 3)[0])
+            for name, subset in [("overall", block_rows)]
+            + [(c, [row for row in block_rows if row[0] == c]) for c in CATEGORIES]
+            if subset
+        }
+    return figures
+
+
+def figures_print(figures: dict, out) -> None:
+    out(
+        f"RealMem session-level retrieval (turns ranked, collapsed to sessions): "
+        f"{figures['overall']['n']} scorable queries"
+    )
+    out("")
+    columns = [f"R@{k}" for k in KS] + [f"all@{k}" for k in KS] + ["MRR"]
+    out(f"{'':<34}" + "".join(f"{c:>8}" for c in columns))
+    for name, values in [("Tideline turn_search", figures["overall"])] + [
+        (f"{name} ({values['n']})", values) for name, values in figures["categories"].items()
+    ]:
+        out(f"{name:<34}" + "".join(f"{values[c]:8.3f}" for c in columns))
+    out(
+        "plain BM25 floor (README): session unit R@5/10 0.594/0.709, turn unit collapsed "
+        "0.523/0.642, Implicit Preference R@5 0.42"
+    )
+    if "block" in figures:
+        out("")
+        out(f"{'user turns stored as memories (R@5)':<34}{'search':>9}{'block':>9}")
+        for name, (searched, shown) in figures["block"].items():
+            out(f"{name:<34}{searched:9.3f}{shown:9.3f}")
+    out("")
+    out(
+        f"query latency (turn_search incl. query embedding): p50 {figures['p50_ms']:.1f} ms, "
+        f"p95 {figures['p95_ms']:.1f} ms"
+    )
+
+
+def run(command, options) -> None:
+    path = Path(options["data"])
+    files = sorted(path.glob("*.json")) if path.is_dir() else [path]
+    if not files or not all(f.is_file() for f in files):
+        raise CommandError(f"no RealMem dialogue files at {path}")
+    for file in files:
+        try:
+            data = json.loads(file.read_text())
+        except ValueError as exc:
+            raise CommandError(f"{file} is not JSON: {exc}") from exc
+        if not isinstance(data, dict) or not isinstance(data.get("dialogues"), list):
+            raise CommandError(f"{file} is not in RealMem format (an object with dialogues)")
+    if options["personas"]:
+        files = files[: options["personas"]]
+    out = command.stdout.write
+    run_tag = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    old_name = None
+    if not options["in_place"]:
+        out("creating a scratch database (nothing is written to the configured store)…")
+        old_name = connection.settings_dict["NAME"]
+        connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    try:
+        started = time.perf_counter()
+        figures = evaluate(files, run_tag=run_tag, out=out, block=options["block"])
+        out(f"  total {time.perf_counter() - started:.0f} s")
+        out("")
+        figures_print(figures, out)
+    finally:
+        if old_name is not None:
+            connection.creation.destroy_test_db(old_name, verbosity=0)

