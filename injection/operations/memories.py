@@ -27,7 +27,7 @@ from memory.selectors.reads import (
     memory_evidence,
     profiles_with_facts,
 )
-from memory.selectors.visibility import memory_ids_hidden, memory_visible
+from memory.selectors.visibility import memory_visible
 from memory.services import lifecycle
 from memory.services.attention import memories_activate
 from memory.services.attribution import fact_attribute, text_attribute
@@ -152,7 +152,7 @@ def memories_search(*, caller: Caller, data: SearchIn, source: str) -> list[dict
         scope_ids=scope_ids,
         limit=data.limit,
         memory_types=[data.memory_type] if data.memory_type else None,
-        exclude_ids=memory_ids_hidden(principal=caller.principal, scope_ids=scope_ids),
+        exclude_secret=not caller.principal.sees_secrets,
         activation_source=source,
     )
     return [

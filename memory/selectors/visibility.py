@@ -120,15 +120,6 @@ def memory_visible(*, principal: Principal, memory_id: int) -> Memory:
     return memory
 
 
-def memory_ids_hidden(*, principal: Principal, scope_ids: list[int]) -> frozenset[int]:
-    """Ids the search index holds for `scope_ids` that this principal must not be shown."""
-    if principal.sees_secrets:
-        return frozenset()
-    return frozenset(
-        Memory.objects.filter(scope_id__in=scope_ids, secret=True).values_list("pk", flat=True)
-    )
-
-
 def facts_visible(*, principal: Principal, scope_ids: list[int]) -> QuerySet[Fact]:
     rows = Fact.objects.filter(scope_id__in=scope_ids, status=MemoryStatus.ACTIVE)
     return _without_secrets(rows, principal)
