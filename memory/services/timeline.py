@@ -83,9 +83,7 @@ def session_start(
                 existing = Session.objects.get(runtime=runtime, external_id=external_id)
         if existing is not None:
             if existing.scope_id != scope_id:
-                raise InvalidInput(
-                    "this session already belongs to another scope", field="external_id"
-                )
+                return _segment(existing, scope_id=scope_id, cwd=cwd, actor=actor)
             return existing
         audit_record(
             actor=actor,
@@ -96,6 +94,27 @@ def session_start(
             request_id=request_id,
         )
     return session
+
+
+def segment_external_id(*, external_id: str, scope_id: int) -> str:
+    suffix = f"@scope-{scope_id}"
+    return external_id[: 200 - len(suffix)] + suffix
+
+
+def _segment(session: Session, *, scope_id: int, cwd: str, actor: str) -> Session:
+    """A session whose agent moved into another project goes on there as a linked segment: a
+    session of that scope, child of the first, so each part is recorded and injected in its own
+    scope and nothing of one part reaches the other."""
+    return session_start(
+        runtime=session.runtime,
+        external_id=segment_external_id(external_id=session.external_id, scope_id=scope_id),
+        scope_id=scope_id,
+        cwd=cwd,
+        origin=session.origin,
+        parent_id=session.pk,
+        delegation_depth=session.delegation_depth,
+        actor=actor,
+    )
 
 
 def _validate_turn(turn: TurnInput) -> None:

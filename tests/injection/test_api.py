@@ -501,3 +501,46 @@ def test_it_takes_the_secret_flag_and_never_gives_the_memory_back(api, project):
     assert all("canary-secret-4471" not in r.content.decode() for r in reads[1:])
     assert flagged.status_code == 200 and Memory.objects.get(pk=public["id"]).secret is True
     assert api.get(f"/api/v1/memories/{public['id']}").status_code == 404
+
+
+def test_it_follows_a_session_that_moves_into_another_project(
+    project, project_dir, other_project, other_dir
+):
+    _, raw = apikey_create(name="both", scope_ids=[project.pk, other_project.pk])
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    narrative_seed(project, "canary-archive-31 the archive uses zstd")
+    narrative_seed(other_project, "canary-billing-77 billing rounds half up")
+
+    here = _post(
+        client,
+        "/api/v1/turns",
+        {
+            "session_id": "moving",
+            "cwd": str(project_dir),
+            "turns": [{"role": "user", "content": "a"}],
+        },
+    )
+    there = _post(
+        client,
+        "/api/v1/turns",
+        {
+            "session_id": "moving",
+            "cwd": str(other_dir),
+            "turns": [{"role": "user", "content": "b"}],
+        },
+    )
+    block = _post(
+        client,
+        "/api/v1/turn",
+        {"session_id": "moving", "cwd": str(other_dir), "content": "how does billing round?"},
+    )
+
+    assert here.status_code == there.status_code == block.status_code == 200
+    first, second = here.json()["session"], there.json()["session"]
+    assert first["scope_id"] == project.pk and second["scope_id"] == other_project.pk
+    assert Session.objects.get(pk=second["id"]).parent_id == first["id"]
+    assert set(
+        ContextTurn.objects.filter(session_id=second["id"]).values_list("scope_id", flat=True)
+    ) == {other_project.pk}
+    assert "canary-billing-77" in block.json()["block"]
+    assert "canary-archive-31" not in block.json()["block"]
