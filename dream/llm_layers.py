@@ -27,7 +27,7 @@ from dream.models import (
     EmbeddingClusterMember,
     TopicClusterMember,
 )
-from dream.scanner import Chunk
+from dream.scanner import Chunk, turns_cited
 from dream.script_layer import entities_role_parse
 from dream.selectors import attention_heatmap_read
 from memory.models import (
@@ -309,9 +309,11 @@ def solidify_layer(*, chunks: list[Chunk], day: date, config: LLMConfig) -> Laye
     outcome.detail = {"chunks": len(chunks), "asked": 0}
     for chunk in limited:
         # A chunk some other memory has started citing since the scan is left alone.
-        still_unindexed = not ContextTurn.objects.filter(
-            pk__in=chunk.turn_ids, evidence__isnull=False
-        ).exists()
+        still_unindexed = (
+            not ContextTurn.objects.filter(pk__in=chunk.turn_ids)
+            .filter(pk__in=turns_cited())
+            .exists()
+        )
         if not still_unindexed:
             continue
         outcome.detail["asked"] += 1

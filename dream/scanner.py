@@ -63,12 +63,18 @@ def turns_chunk(
     return [run for run in runs if len(run) >= min_turns]
 
 
+def turns_cited():
+    """Ids of the turns an active memory's evidence cites: what solidification has covered. A
+    candidate the inbox's rules drew from a turn does not count: the conversation still waits to
+    be solidified."""
+    return Evidence.objects.filter(memory__status=MemoryStatus.ACTIVE).values("turn_id")
+
+
 def _unindexed_turns(*, since: datetime | None):
-    """Owner turns no narrative's evidence covers yet, whenever they happened and whatever was
+    """Owner turns no active memory's evidence covers yet, whenever they happened and whatever was
     written after them (or only those at or after `since`)."""
-    cited = Evidence.objects.values("turn_id")
     found = (
-        ContextTurn.objects.exclude(pk__in=cited)
+        ContextTurn.objects.exclude(pk__in=turns_cited())
         .filter(session__origin=SessionOrigin.USER, session__delegation_depth=0)
         .order_by("session_id", "occurred_at", "seq")
     )
