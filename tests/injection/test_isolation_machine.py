@@ -86,6 +86,7 @@ class Harness:
         self.dream = dream
         self.tally = Tally()
         self.dirs = 0
+        self.cursor = 0
 
     def directory(self):
         self.dirs += 1
@@ -142,6 +143,10 @@ class IsolationMachine(RuleBasedStateMachine):
     @initialize(target=keys)
     def stdio_agent(self):
         return Key(label="stdio agent", principal=LOCAL_AGENT, raw=None)
+
+    @initialize(target=keys, place=places, can_write=st.booleans())
+    def first_key(self, place, can_write):
+        return self.key(held=[place], include_global=True, can_write=can_write)
 
     @rule(
         target=keys,
@@ -200,6 +205,7 @@ class IsolationMachine(RuleBasedStateMachine):
     def call(self, key, place, entry, how, secret, flag, pick):
         interface, name = entry
         if interface == "rest" and key.client is None:
+            self.harness.tally.add("skipped: the stdio agent has no REST key")
             return
         operation = REST_ROUTES[name] if interface == "rest" else MCP_TOOLS[name]
         spec = OPERATIONS[operation]
@@ -236,6 +242,20 @@ class IsolationMachine(RuleBasedStateMachine):
             assert row_counts() == before, f"{key} {name} {answer.status} still wrote"
         if answer.ok:
             self._remember(answer.body, aim, key)
+
+    @rule(
+        key=keys,
+        place=places,
+        how=st.sampled_from(["scope_id", "cwd", "git_remote", "none"]),
+        secret=st.booleans(),
+        flag=st.booleans(),
+        pick=st.integers(min_value=0, max_value=50),
+    )
+    def call_next(self, key, place, how, secret, flag, pick):
+        """The next entry point in turn, so every one is reached however the draws fall."""
+        entry = ENTRIES[self.harness.cursor % len(ENTRIES)]
+        self.harness.cursor += 1
+        self.call(key, place, entry, how, secret, flag, pick)
 
     @rule(key=keys, place=places, event=st.sampled_from(["SessionStart", "UserPromptSubmit"]))
     def hook(self, key, place, event):
@@ -391,7 +411,6 @@ def _run(*, tmp_path_factory, monkeypatch, dream: bool, examples: int) -> Harnes
             stateful_step_count=STEPS,
             deadline=None,
             suppress_health_check=list(HealthCheck),
-            derandomize=True,
             print_blob=True,
         ),
     )
