@@ -1,0 +1,334 @@
+"""Every REST route and every MCP tool has its isolation, secret, bad-input and no-key cases.
+
+The registry in `tests/injection/interfaces.py` maps each route and tool to its operation; the
+meta-tests below enumerate what the ninja API and the MCP server really expose and fail when an
+entry point is missing from it, so a new endpoint cannot ship without its cases. The cases then
+run for real against project A (data, secrets) with a key bound to project B.
+"""
+
+from types import SimpleNamespace
+
+import anyio
+import pytest
+from django.test import Client
+
+from injection.api import api
+from injection.mcp_server import TOOLS, mcp_server_build
+from injection.services.access import apikey_authenticate, apikey_create
+from memory.models import ScopeKind
+from memory.services.scopes import scope_global, scope_resolve
+from memory.services.threads import snapshot_write, thread_write
+from tests.injection.interfaces import (
+    MCP_TOOLS,
+    OPERATIONS,
+    REST_ROUTES,
+    Aim,
+    McpDriver,
+    TokenBook,
+    inline_worker_threads,
+    leaks,
+    rest_call,
+    row_counts,
+    token_new,
+)
+from tests.lifecycle.conftest import git_repo
+
+HTTP_METHODS = {"get", "post", "put", "patch", "delete"}
+
+
+def _routes_served() -> set[tuple[str, str]]:
+    schema = api.get_openapi_schema()
+    return {
+        (method.upper(), path)
+        for path, item in schema["paths"].items()
+        for method in item
+        if method in HTTP_METHODS
+    }
+
+
+def test_it_has_cases_for_every_rest_route():
+    served = _routes_served()
+    assert served, "the OpenAPI schema lists no route"
+    assert served - set(REST_ROUTES) == set(), "routes with no isolation case"
+    assert set(REST_ROUTES) - served == set(), "cases for routes that no longer exist"
+    assert set(REST_ROUTES.values()) <= set(OPERATIONS)
+
+
+def test_it_has_cases_for_every_mcp_tool():
+    listed = {tool.name for tool in anyio.run(mcp_server_build().list_tools)}
+    declared = {spec.name for spec in TOOLS}
+    assert listed == declared
+    assert listed - set(MCP_TOOLS) == set(), "tools with no isolation case"
+    assert set(MCP_TOOLS) - listed == set(), "cases for tools that no longer exist"
+    assert set(MCP_TOOLS.values()) <= set(OPERATIONS)
+
+
+# MCP's context_record appends one turn as it happens; REST batches turns through POST /turns,
+# whose items take the same speaker and time. REST's POST /turn (record a turn and get the
+# per-turn block) is the hook's; an MCP client asks memory_surface for the same block.
+MCP_ONLY = {"turn_record"}
+REST_ONLY = {"turn_take"}
+
+
+def test_it_offers_every_operation_on_both_interfaces():
+    assert set(MCP_TOOLS.values()) == set(OPERATIONS) - REST_ONLY
+    assert set(REST_ROUTES.values()) == set(OPERATIONS) - MCP_ONLY
+
+
+# --- the world: project A holds the data, a key is bound to project B --------------------------
+
+
+class World(SimpleNamespace):
+    pass
+
+
+def _write(client: Client, route: tuple[str, str], arguments: dict) -> dict:
+    answer = rest_call(client, route, arguments)
+    assert answer.ok, answer.text
+    return answer.body
+
+
+@pytest.fixture
+def world(db, tmp_path) -> World:
+    dir_a = git_repo(tmp_path / "alpha", "git@example.test:team/alpha.git")
+    dir_b = git_repo(tmp_path / "beta", "https://example.test/team/beta.git")
+    scope_a = scope_resolve(cwd=str(dir_a))
+    scope_b = scope_resolve(cwd=str(dir_b))
+    _, raw_a = apikey_create(name="owner of A", scope_ids=[scope_a.pk])
+    _, raw_b = apikey_create(name="agent in B", scope_ids=[scope_b.pk], include_global=False)
+    a = Client(HTTP_AUTHORIZATION=f"Bearer {raw_a}")
+    b = Client(HTTP_AUTHORIZATION=f"Bearer {raw_b}")
+    where_a = {"scope_id": scope_a.pk}
+    where_b = {"scope_id": scope_b.pk}
+
+    def narrative(client, where, *, secret: bool) -> tuple[str, dict]:
+        token = token_new()
+        body = _write(
+            client,
+            ("POST", "/api/v1/narratives"),
+            {**where, "gesture": f"harbour ledger {token}", "tags": ["harbour"], "secret": secret},
+        )
+        return token, body
+
+    open_token, open_memory = narrative(a, where_a, secret=False)
+    secret_token, secret_memory = narrative(a, where_a, secret=True)
+    b_secret_token, b_secret_memory = narrative(b, where_b, secret=True)
+    fact_token = token_new()
+    _write(
+        a,
+        ("POST", "/api/v1/facts"),
+        {**where_a, "profile_name": "user", "kind": "fact", "predicate": "harbour_note"}
+        | {"value": f"harbour {fact_token}", "secret": True},
+    )
+    turn_token = token_new()
+    synced = _write(
+        a,
+        ("POST", "/api/v1/turns"),
+        {**where_a, "session_id": "alpha-1"}
+        | {"turns": [{"role": "user", "content": f"harbour ledger {turn_token}"}]},
+    )
+    thread_token = token_new()
+    thread = thread_write(scope_id=scope_a.pk, content=f"harbour ledger {thread_token}")
+    snapshot_token = token_new()
+    snapshot_write(scope_id=scope_a.pk, content=f"harbour ledger {snapshot_token}")
+    global_token = token_new()
+    thread_write(scope_id=scope_global().pk, content=f"harbour global {global_token}")
+    return World(
+        scope_a=scope_a,
+        scope_b=scope_b,
+        dir_a=str(dir_a),
+        dir_b=str(dir_b),
+        raw_b=raw_b,
+        b=b,
+        principal_b=apikey_authenticate(raw=raw_b),
+        a_tokens={open_token, secret_token, fact_token, turn_token, thread_token, snapshot_token},
+        secret_tokens={secret_token, fact_token, b_secret_token},
+        global_token=global_token,
+        open_memory_id=open_memory["id"],
+        secret_memory_id=secret_memory["id"],
+        b_secret_memory_id=b_secret_memory["id"],
+        thread_a_id=thread.pk,
+        turn_a_id=synced["turn_ids"][0],
+    )
+
+
+@pytest.fixture
+def mcp(monkeypatch) -> McpDriver:
+    inline_worker_threads(monkeypatch)
+    return McpDriver(mcp_server_build())
+
+
+def _aims_at_a(world: World, operation: str) -> list[Aim]:
+    """Every way key B could try to reach project A through this operation."""
+    by_id = OPERATIONS[operation].by_id
+    if by_id == "memory":
+        return [
+            Aim(where={}, token=token_new(), memory_id=world.open_memory_id),
+            Aim(where={}, token=token_new(), memory_id=world.secret_memory_id),
+        ]
+    if by_id == "thread":
+        return [Aim(where={}, token=token_new(), thread_id=world.thread_a_id)]
+    return [
+        Aim(where=where, token=token_new(), session_id="alpha-1", turn_id=world.turn_a_id)
+        for where in (
+            {"scope_id": world.scope_a.pk},
+            {"cwd": world.dir_a},
+            {"git_remote": "ssh://git@example.test/team/alpha.git"},
+        )
+    ]
+
+
+def _aims_at_b(world: World, operation: str) -> list[Aim]:
+    """Key B working at home, where a secret of its own is stored, and with no place named."""
+    if OPERATIONS[operation].by_id == "memory":
+        return [Aim(where={}, token=token_new(), memory_id=world.b_secret_memory_id)]
+    if OPERATIONS[operation].by_id == "thread":
+        return []
+    return [
+        Aim(where={"cwd": world.dir_b}, token=token_new(), session_id="beta-1"),
+        Aim(where={}, token=token_new(), session_id="beta-2"),
+    ]
+
+
+def _check_isolated(world: World, operation: str, call) -> None:
+    book = TokenBook()
+    for aim in _aims_at_a(world, operation):
+        arguments = OPERATIONS[operation].build(aim)
+        before = row_counts()
+        answer = call(arguments)
+        assert answer.status < 500, answer.text
+        found = leaks(
+            book=book,
+            principal=world.principal_b,
+            response_text=answer.text,
+            sent={aim.token},
+        )
+        assert found == [], f"{operation} {arguments} leaked {found}: {answer.text[:500]}"
+        assert not (world.a_tokens & set(answer.text.split())), answer.text[:500]
+        if OPERATIONS[operation].writes:
+            assert answer.refused, f"{operation} {arguments} wrote into A: {answer.text[:300]}"
+        if answer.refused:
+            assert row_counts() == before, f"refused {operation} {arguments} still wrote"
+
+
+def _check_secret_free(world: World, operation: str, call) -> None:
+    book = TokenBook()
+    for aim in _aims_at_b(world, operation):
+        answer = call(OPERATIONS[operation].build(aim))
+        assert answer.status < 500, answer.text
+        found = leaks(
+            book=book, principal=world.principal_b, response_text=answer.text, sent={aim.token}
+        )
+        assert found == [], f"{operation} leaked {found}"
+        assert not any(token in answer.text for token in world.secret_tokens), answer.text[:500]
+
+
+def _check_bad_input(world: World, operation: str, call, *, unknown_refused: bool = True) -> None:
+    valid = OPERATIONS[operation].build(
+        Aim(where={"cwd": world.dir_b}, token=token_new(), session_id="beta-bad")
+    )
+    unknown = [{**valid, "zz_unknown_field": 1}] if unknown_refused else []
+    for arguments in (*OPERATIONS[operation].bad, *unknown):
+        before = row_counts()
+        answer = call(arguments)
+        assert answer.refused, f"{operation} {arguments} → {answer.status} {answer.text[:300]}"
+        assert row_counts() == before, f"bad input to {operation} {arguments} still wrote"
+
+
+REST_CASES = sorted(REST_ROUTES.items())
+MCP_CASES = sorted(MCP_TOOLS.items())
+
+
+def _rest(world: World, route: tuple[str, str]):
+    return lambda arguments: rest_call(world.b, route, arguments)
+
+
+def _mcp(world: World, mcp: McpDriver, tool: str):
+    return lambda arguments: mcp.call(tool, arguments, principal=world.principal_b)
+
+
+@pytest.mark.parametrize(
+    ("route", "operation"), REST_CASES, ids=[" ".join(r) for r, _ in REST_CASES]
+)
+def test_it_keeps_a_foreign_key_out_of_project_a_over_rest(world, route, operation):
+    _check_isolated(world, operation, _rest(world, route))
+
+
+@pytest.mark.parametrize(("tool", "operation"), MCP_CASES, ids=[t for t, _ in MCP_CASES])
+def test_it_keeps_a_foreign_key_out_of_project_a_over_mcp(world, mcp, tool, operation):
+    _check_isolated(world, operation, _mcp(world, mcp, tool))
+
+
+@pytest.mark.parametrize(
+    ("route", "operation"), REST_CASES, ids=[" ".join(r) for r, _ in REST_CASES]
+)
+def test_it_never_answers_a_secret_over_rest(world, route, operation):
+    _check_secret_free(world, operation, _rest(world, route))
+
+
+@pytest.mark.parametrize(("tool", "operation"), MCP_CASES, ids=[t for t, _ in MCP_CASES])
+def test_it_never_answers_a_secret_over_mcp(world, mcp, tool, operation):
+    _check_secret_free(world, operation, _mcp(world, mcp, tool))
+
+
+@pytest.mark.parametrize(("tool", "operation"), MCP_CASES, ids=[t for t, _ in MCP_CASES])
+def test_it_never_answers_a_secret_to_the_local_stdio_agent(world, mcp, tool, operation):
+    for aim in _aims_at_b(world, operation) + _aims_at_a(world, operation):
+        answer = mcp.call(tool, OPERATIONS[operation].build(aim), principal=None)
+        assert answer.status < 500, answer.text
+        assert not any(token in answer.text for token in world.secret_tokens), answer.text[:500]
+
+
+@pytest.mark.parametrize(
+    ("route", "operation"), REST_CASES, ids=[" ".join(r) for r, _ in REST_CASES]
+)
+def test_it_refuses_bad_input_over_rest_and_writes_nothing(world, route, operation):
+    # A query string's unknown parameters are ignored (django-ninja collects only the declared
+    # ones); a JSON body's are refused like MCP's unknown arguments.
+    unknown_refused = route[0] not in {"GET", "DELETE"}
+    _check_bad_input(world, operation, _rest(world, route), unknown_refused=unknown_refused)
+
+
+@pytest.mark.parametrize(("tool", "operation"), MCP_CASES, ids=[t for t, _ in MCP_CASES])
+def test_it_refuses_bad_input_over_mcp_and_writes_nothing(world, mcp, tool, operation):
+    _check_bad_input(world, operation, _mcp(world, mcp, tool))
+
+
+@pytest.mark.parametrize(
+    ("route", "operation"), REST_CASES, ids=[" ".join(r) for r, _ in REST_CASES]
+)
+def test_it_answers_401_without_a_key_and_writes_nothing(world, route, operation):
+    aim = Aim(where={"scope_id": world.scope_a.pk}, token=token_new(), session_id="alpha-1")
+    arguments = OPERATIONS[operation].build(aim)
+    for client in (Client(), Client(HTTP_AUTHORIZATION="Bearer tl_deadbeef_forged")):
+        before = row_counts()
+        answer = rest_call(client, route, arguments)
+        assert answer.status == 401, answer.text
+        assert row_counts() == before
+        assert not (world.a_tokens & set(answer.text.split()))
+
+
+@pytest.mark.parametrize(("tool", "operation"), MCP_CASES, ids=[t for t, _ in MCP_CASES])
+def test_it_refuses_an_http_mcp_request_that_carries_no_principal(world, mcp, tool, operation):
+    aim = Aim(where={"scope_id": world.scope_a.pk}, token=token_new(), session_id="alpha-1")
+    arguments = OPERATIONS[operation].build(aim)
+    before = row_counts()
+    request = SimpleNamespace(scope={})
+    answer = mcp.call_with_request(tool, arguments, request=request)
+    assert answer.refused and "API key" in answer.text, answer.text
+    assert row_counts() == before
+
+
+def test_it_lets_the_key_of_project_a_read_what_b_may_not(world):
+    """The cases above are not vacuous: the data is there for a key that may see it."""
+    _, raw_a = apikey_create(name="second key of A", scope_ids=[world.scope_a.pk])
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {raw_a}")
+    listed = rest_call(client, ("GET", "/api/v1/memories"), {"scope_id": world.scope_a.pk})
+    timeline = rest_call(client, ("GET", "/api/v1/timeline"), {"scope_id": world.scope_a.pk})
+    threads = rest_call(client, ("GET", "/api/v1/threads"), {"scope_id": world.scope_a.pk})
+    snapshots = rest_call(client, ("GET", "/api/v1/snapshots"), {"scope_id": world.scope_a.pk})
+    seen = listed.text + timeline.text + threads.text + snapshots.text
+    assert {token for token in world.a_tokens - world.secret_tokens if token not in seen} == set()
+    assert world.global_token in threads.text
+    assert not any(token in seen for token in world.secret_tokens)
+    assert world.scope_a.kind == ScopeKind.PROJECT
