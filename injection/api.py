@@ -157,8 +157,33 @@ def _request_id(request) -> str:
     return request.tideline_request_id
 
 
-def _caller(request) -> ops.Caller:
+class UnknownQueryFields(Exception):
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(names)
+        self.names = names
+
+
+@api.exception_handler(UnknownQueryFields)
+def _unknown_query_fields(request, exc):
+    errors = [
+        {"loc": ["query", name], "msg": "Extra inputs are not permitted"} for name in exc.names
+    ]
+    return api.create_response(request, {"detail": errors}, status=422)
+
+
+def _caller(request, *, accepts: frozenset[str] = frozenset()) -> ops.Caller:
+    """Who calls; for a GET or DELETE, also refuses query parameters the route does not take
+    (bodies refuse unknown fields by their models), so a misspelt filter is an error, not a
+    silently wider answer."""
+    if request.method in ("GET", "DELETE"):
+        unknown = sorted(set(request.GET) - accepts)
+        if unknown:
+            raise UnknownQueryFields(unknown)
     return ops.Caller(principal=request.auth, request_id=_request_id(request))
+
+
+def _fields(model) -> frozenset[str]:
+    return frozenset(model.model_fields)
 
 
 @api.post("/v1/session/start", response=ONE, tags=["injection"])
@@ -188,12 +213,12 @@ def transcripts_view(request, payload: TranscriptIn):
 
 @api.get("/v1/timeline", response=MANY, tags=["timeline"])
 def timeline_view(request, query: Query[TimelineIn]):
-    return ops.timeline_read(caller=_caller(request), data=query)
+    return ops.timeline_read(caller=_caller(request, accepts=_fields(TimelineIn)), data=query)
 
 
 @api.get("/v1/timeline/search", response=MANY, tags=["timeline"])
 def timeline_search_view(request, query: Query[TurnSearchIn]):
-    return ops.turns_search(caller=_caller(request), data=query)
+    return ops.turns_search(caller=_caller(request, accepts=_fields(TurnSearchIn)), data=query)
 
 
 @api.post("/v1/facts", response=ONE, tags=["memories"])
@@ -208,13 +233,14 @@ def narrative_create(request, payload: NarrativeIn):
 
 @api.get("/v1/memories", response=MANY, tags=["memories"])
 def memories_view(request, query: Query[ListIn]):
-    return ops.memories_list(caller=_caller(request), data=query)
+    return ops.memories_list(caller=_caller(request, accepts=_fields(ListIn)), data=query)
 
 
 @api.get("/v1/memories/{memory_id}", response=ONE, tags=["memories"])
 def memory_view(request, memory_id: int, evidence_turns: int = 5):
     data = RecallIn(memory_id=memory_id, evidence_turns=evidence_turns)
-    return ops.memory_recall(caller=_caller(request), data=data, source="rest_recall")
+    caller = _caller(request, accepts=frozenset({"evidence_turns"}))
+    return ops.memory_recall(caller=caller, data=data, source="rest_recall")
 
 
 @api.patch("/v1/memories/{memory_id}", response=ONE, tags=["memories"])
@@ -226,12 +252,12 @@ def memory_patch(request, memory_id: int, payload: MemoryPatch):
 @api.delete("/v1/memories/{memory_id}", response=ONE, tags=["memories"])
 def memory_delete(request, memory_id: int, reason: str = "deleted through the API"):
     data = MemoryExpireIn(memory_id=memory_id, reason=reason)
-    return ops.memory_expire(caller=_caller(request), data=data)
+    return ops.memory_expire(caller=_caller(request, accepts=frozenset({"reason"})), data=data)
 
 
 @api.get("/v1/profiles", response=MANY, tags=["memories"])
 def profiles_view(request, query: Query[ProfilesIn]):
-    return ops.profiles_list(caller=_caller(request), data=query)
+    return ops.profiles_list(caller=_caller(request, accepts=_fields(ProfilesIn)), data=query)
 
 
 @api.get("/v1/self-concept", response=ONE, tags=["memories"])
@@ -246,7 +272,7 @@ def self_concept_create(request, payload: SelfConceptIn):
 
 @api.get("/v1/threads", response=MANY, tags=["memories"])
 def threads_view(request, query: Query[ThreadQuery]):
-    return ops.threads_list(caller=_caller(request), data=query)
+    return ops.threads_list(caller=_caller(request, accepts=_fields(ThreadQuery)), data=query)
 
 
 @api.post("/v1/threads", response=ONE, tags=["memories"])
@@ -262,7 +288,7 @@ def thread_patch(request, thread_id: int, payload: ThreadPatch):
 
 @api.get("/v1/snapshots", response=MANY, tags=["memories"])
 def snapshots_view(request, query: Query[SnapshotQuery]):
-    return ops.snapshots_list(caller=_caller(request), data=query)
+    return ops.snapshots_list(caller=_caller(request, accepts=_fields(SnapshotQuery)), data=query)
 
 
 @api.post("/v1/snapshots", response=ONE, tags=["memories"])
@@ -272,24 +298,26 @@ def snapshot_create(request, payload: SnapshotIn):
 
 @api.get("/v1/search", response=MANY, tags=["search"])
 def search_view(request, query: Query[SearchIn]):
-    return ops.memories_search(caller=_caller(request), data=query, source="rest_search")
+    return ops.memories_search(
+        caller=_caller(request, accepts=_fields(SearchIn)), data=query, source="rest_search"
+    )
 
 
 @api.get("/v1/stats", response=ONE, tags=["stats"])
 def stats_view(request, query: Query[WhereIn]):
-    return ops.stats_read(caller=_caller(request), data=query)
+    return ops.stats_read(caller=_caller(request, accepts=_fields(WhereIn)), data=query)
 
 
 @api.get("/v1/attention", response=ONE, tags=["stats"])
 def attention_view(request, query: Query[AttentionIn]):
-    return ops.heatmap_read(caller=_caller(request), data=query)
+    return ops.heatmap_read(caller=_caller(request, accepts=_fields(AttentionIn)), data=query)
 
 
 @api.get("/v1/clusters", response=ONE, tags=["stats"])
 def clusters_view(request, query: Query[WhereIn]):
-    return ops.clusters_read(caller=_caller(request), data=query)
+    return ops.clusters_read(caller=_caller(request, accepts=_fields(WhereIn)), data=query)
 
 
 @api.get("/v1/graph", response=ONE, tags=["stats"])
 def graph_view(request, query: Query[WhereIn]):
-    return ops.graph_read(caller=_caller(request), data=query)
+    return ops.graph_read(caller=_caller(request, accepts=_fields(WhereIn)), data=query)

@@ -232,6 +232,23 @@ OPERATIONS: dict[str, Operation] = {
         writes=True,
         bad=({"session_id": "s", "turns": []}, {"session_id": "s", "turns": [{"role": "x"}]}),
     ),
+    "transcript_record": Operation(
+        lambda a: {
+            **a.where,
+            "session_id": a.session_id,
+            "lines": [
+                json.dumps(
+                    {
+                        "type": "user",
+                        "uuid": a.token,
+                        "message": {"role": "user", "content": _text(a, "transcript")},
+                    }
+                )
+            ],
+        },
+        writes=True,
+        bad=({"session_id": "s", "lines": []}, {"session_id": "s", "lines": "not a list"}),
+    ),
     "turn_record": Operation(
         lambda a: {
             **a.where,
@@ -363,6 +380,7 @@ REST_ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/turn"): "turn_take",
     ("POST", "/api/v1/surface"): "memories_surface",
     ("POST", "/api/v1/turns"): "turns_record",
+    ("POST", "/api/v1/transcripts"): "transcript_record",
     ("GET", "/api/v1/timeline"): "timeline_read",
     ("GET", "/api/v1/timeline/search"): "turns_search",
     ("POST", "/api/v1/facts"): "fact_create",
@@ -399,6 +417,7 @@ MCP_TOOLS: dict[str, str] = {
     "memory_session_start": "session_begin",
     "context_record": "turn_record",
     "context_sync": "turns_record",
+    "context_record_transcript": "transcript_record",
     "context_search": "turns_search",
     "context_timeline": "timeline_read",
     "memory_read_profiles": "profiles_list",

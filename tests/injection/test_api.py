@@ -544,3 +544,11 @@ def test_it_follows_a_session_that_moves_into_another_project(
     ) == {other_project.pk}
     assert "canary-billing-77" in block.json()["block"]
     assert "canary-archive-31" not in block.json()["block"]
+
+
+def test_it_refuses_an_unknown_query_parameter(api, project):
+    misspelt = api.get(f"/api/v1/memories?scope_id={project.pk}&stauts=expired")
+    fine = api.get(f"/api/v1/memories?scope_id={project.pk}&status=expired")
+
+    assert misspelt.status_code == 422 and "stauts" in str(misspelt.json()["detail"])
+    assert fine.status_code == 200

@@ -16,6 +16,7 @@ the search index notices the rollback through its change-log token and reloads.
 import json
 import time
 
+import pytest
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -86,7 +87,6 @@ class Harness:
         self.dream = dream
         self.tally = Tally()
         self.dirs = 0
-        self.cursor = 0
 
     def directory(self):
         self.dirs += 1
@@ -242,20 +242,6 @@ class IsolationMachine(RuleBasedStateMachine):
             assert row_counts() == before, f"{key} {name} {answer.status} still wrote"
         if answer.ok:
             self._remember(answer.body, aim, key)
-
-    @rule(
-        key=keys,
-        place=places,
-        how=st.sampled_from(["scope_id", "cwd", "git_remote", "none"]),
-        secret=st.booleans(),
-        flag=st.booleans(),
-        pick=st.integers(min_value=0, max_value=50),
-    )
-    def call_next(self, key, place, how, secret, flag, pick):
-        """The next entry point in turn, so every one is reached however the draws fall."""
-        entry = ENTRIES[self.harness.cursor % len(ENTRIES)]
-        self.harness.cursor += 1
-        self.call(key, place, entry, how, secret, flag, pick)
 
     @rule(key=keys, place=places, event=st.sampled_from(["SessionStart", "UserPromptSubmit"]))
     def hook(self, key, place, event):
@@ -417,6 +403,7 @@ def _run(*, tmp_path_factory, monkeypatch, dream: bool, examples: int) -> Harnes
     return harness
 
 
+@pytest.mark.slow
 def test_it_keeps_every_canary_inside_what_each_caller_may_see(db, tmp_path_factory, monkeypatch):
     started = time.monotonic()
     harness = _run(
@@ -430,6 +417,7 @@ def test_it_keeps_every_canary_inside_what_each_caller_may_see(db, tmp_path_fact
     )
 
 
+@pytest.mark.slow
 def test_it_keeps_dream_derived_reads_inside_the_callers_scopes(db, tmp_path_factory, monkeypatch):
     """The same machine with DREAM's script layer among the rules: attention, clusters and graph
     must stay per caller after DREAM has derived them, and its owner pages closed to staff."""
