@@ -347,7 +347,7 @@ class IsolationMachine(RuleBasedStateMachine):
         self.turn_ids += [pk for pk in body.get("turn_ids") or [] if isinstance(pk, int)]
 
     def _hook_run(self, key: Key, event: str, payload: dict) -> str:
-        def post(path: str, body: dict) -> dict:
+        def post(path: str, body: dict, *, timeout: float | None = None) -> dict:
             answer = rest_call(key.client, ("POST", path), body)
             assert answer.status < 500, f"hook {path} → {answer.status}: {answer.text[:300]}"
             if answer.status != 200:
