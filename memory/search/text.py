@@ -710,11 +710,20 @@ def _dates_spelled(text: str) -> str:
     return _ISO_DATE.sub(iso, _NUMERIC_DATE.sub(numeric, text))
 
 
+# Indexing is bounded: a 100k-character Chinese turn took seconds to segment on the write path. The
+# row is stored whole, its first INDEXED_TEXT_MAX_CHARS are word-indexed (what ranking can use),
+# and the trigram index still finds any substring of the whole text.
+INDEXED_TEXT_MAX_CHARS = 20_000
+
+
 def text_terms(text: str) -> list[str]:
-    """The search terms of `text`, repeats kept (they are term frequencies)."""
+    """The search terms of `text` (its first INDEXED_TEXT_MAX_CHARS), repeats kept (they are
+    term frequencies)."""
     if not text:
         return []
-    text = _dates_spelled(unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'"))
+    text = _dates_spelled(
+        unicodedata.normalize("NFKC", text[:INDEXED_TEXT_MAX_CHARS]).lower().replace("\u2019", "'")
+    )
     japanese = bool(_KANA.search(text))
     out: list[str] = []
     position = 0

@@ -170,3 +170,12 @@ def test_it_leaves_out_excluded_ids_before_ranking(global_scope, write_narrative
         query="lighthouse lamp", scope_ids=[global_scope.pk], exclude_ids={first.pk}
     )
     assert ids(hits) == [second.pk]
+
+
+def test_it_word_indexes_only_the_head_of_a_huge_text():
+    from memory.search.text import INDEXED_TEXT_MAX_CHARS, text_terms
+
+    head = "边界条件的兜底逻辑 " * (INDEXED_TEXT_MAX_CHARS // 10)
+    huge = head[:INDEXED_TEXT_MAX_CHARS] + "尾巴里的独特词汇" * 5000
+
+    assert text_terms(huge) == text_terms(head[:INDEXED_TEXT_MAX_CHARS])
