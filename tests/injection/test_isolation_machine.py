@@ -108,6 +108,7 @@ class IsolationMachine(RuleBasedStateMachine):
         self.thread_ids: list[int] = []
         self.turn_ids: list[int] = []
         self.panel_seen = False
+        self.cursor = 0
 
     def teardown(self) -> None:
         transaction.set_rollback(True)
@@ -139,6 +140,11 @@ class IsolationMachine(RuleBasedStateMachine):
         return Place(scope.pk, ScopeKind.PROJECT, cwd=str(directory))
 
     # --- keys ----------------------------------------------------------------------------------
+
+    @initialize(start=st.integers(min_value=0, max_value=len(ENTRIES) - 1))
+    def entry_offset(self, start):
+        """Where this example's walk over the entry points begins (see call_next)."""
+        self.cursor = start
 
     @initialize(target=keys)
     def stdio_agent(self):
@@ -242,6 +248,21 @@ class IsolationMachine(RuleBasedStateMachine):
             assert row_counts() == before, f"{key} {name} {answer.status} still wrote"
         if answer.ok:
             self._remember(answer.body, aim, key)
+
+    @rule(
+        key=keys,
+        place=places,
+        how=st.sampled_from(["scope_id", "cwd", "git_remote", "none"]),
+        secret=st.booleans(),
+        flag=st.booleans(),
+        pick=st.integers(min_value=0, max_value=50),
+    )
+    def call_next(self, key, place, how, secret, flag, pick):
+        """The next entry point of this example's walk, which starts at a drawn offset: over the
+        examples every entry point is reached, however unevenly `call` happens to draw them."""
+        entry = ENTRIES[self.cursor % len(ENTRIES)]
+        self.cursor += 1
+        self.call(key, place, entry, how, secret, flag, pick)
 
     @rule(key=keys, place=places, event=st.sampled_from(["SessionStart", "UserPromptSubmit"]))
     def hook(self, key, place, event):
