@@ -122,6 +122,8 @@ def test_it_ends_the_first_up_with_the_next_steps_and_only_the_first(tmp_path):
         **os.environ,
         "TIDELINE_VENV": str(venv),
         "TIDELINE_DATA_DIR": str(tmp_path / "data"),
+        # Its own embedded store, whichever database the suite runs on: "first run" means empty.
+        "TIDELINE_DATABASE_URL": f"sqlite:///{tmp_path / 'data' / 'tideline.sqlite3'}",
         # A documentation address no interface has: uvicorn cannot bind, so `up` ends right
         # after its setup steps instead of serving.
         "TIDELINE_HOST": "192.0.2.1",
