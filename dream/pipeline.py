@@ -36,7 +36,8 @@ from memory.services.llm import LLMUnavailable, llm_config_load
 logger = logging.getLogger("tideline.dream")
 
 
-def _layers_for(layer: str) -> list[str]:
+def dream_layers(layer: str) -> list[str]:
+    """The layers a run of `layer` goes through, in order."""
     if layer not in DreamLayer.values:
         raise InvalidInput(f"layer must be one of {', '.join(DreamLayer.values)}", field="layer")
     return list(LAYER_ORDER) if layer == DreamLayer.ALL else [layer]
@@ -57,7 +58,7 @@ def _done_today(layer: str, day: date, *, exclude_run: int) -> int | None:
 
 def dream_plan(*, layer: str = DreamLayer.ALL, since: datetime | None = None) -> dict:
     """What a run would do, computed without writing anything and without calling the LLM."""
-    layers = _layers_for(layer)
+    layers = dream_layers(layer)
     plan: dict = {"layers": layers, "dry_run": True}
     if DreamLayer.SCAN in layers or DreamLayer.SOLIDIFY in layers:
         report = scan_run(since=since)
@@ -143,12 +144,13 @@ def dream_run(
     since: datetime | None = None,
     force: bool = False,
     on_layer: Callable[[str, dict], None] | None = None,
+    on_layer_start: Callable[[str], None] | None = None,
 ) -> DreamRun:
     """Run DREAM (one layer or all of them, in order) and return its DreamRun. When another run
     holds the lease nothing runs: the returned run is `skipped` and its error says who held it.
-    `on_layer(name, result)` reports progress. Every audit row a layer writes carries the request
+    `on_layer_start(name)` and `on_layer(name, result)` report progress. Every audit row a layer writes carries the request
     id `dream-run-<id>`."""
-    layers = _layers_for(layer)
+    layers = dream_layers(layer)
     day = day or timezone.localdate()
     holder = holder_here()
     grant = lease_acquire(holder=holder)
@@ -170,7 +172,13 @@ def dream_run(
         with lease_kept(holder):
             try:
                 _layers_run(
-                    run, layers=layers, day=day, since=since, force=force, on_layer=on_layer
+                    run,
+                    layers=layers,
+                    day=day,
+                    since=since,
+                    force=force,
+                    on_layer=on_layer,
+                    on_layer_start=on_layer_start,
                 )
             except LeaseLost as exc:
                 run.status = DreamRunStatus.INTERRUPTED
@@ -184,12 +192,14 @@ def dream_run(
 
 
 def _layers_run(
-    run: DreamRun, *, layers: list[str], day: date, since, force: bool, on_layer
+    run: DreamRun, *, layers: list[str], day: date, since, force: bool, on_layer, on_layer_start
 ) -> None:
     config = llm_config_load() if any(name in LLM_LAYERS for name in layers) else None
     errors = []
     for name in layers:
         lease_heartbeat()
+        if on_layer_start is not None:
+            on_layer_start(name)
         try:
             with audit_context(actor=_layer_actor(name), request_id=f"dream-run-{run.pk}"):
                 result = _run_layer(name, run=run, day=day, config=config, since=since, force=force)

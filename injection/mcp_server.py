@@ -191,8 +191,22 @@ def _tool(spec: ToolSpec, *, default_cwd: str) -> Tool:
     return tool
 
 
+# MCPServer registers prompt and resource handlers whatever it holds, so clients would see
+# capabilities with nothing behind them and list them on every connect. We serve tools only.
+UNSERVED_METHODS = (
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "subscriptions/listen",
+)
+
+
 def mcp_server_build(*, default_cwd: str = "") -> MCPServer:
-    return MCPServer(
+    server = MCPServer(
         SERVER_NAME,
         version=SERVER_VERSION,
         instructions=(
@@ -200,7 +214,11 @@ def mcp_server_build(*, default_cwd: str = "") -> MCPServer:
             "Write what matters with memory_write; search before asking the user again."
         ),
         tools=[_tool(spec, default_cwd=default_cwd) for spec in TOOLS],
+        subscriptions=False,
     )
+    for method in UNSERVED_METHODS:
+        server._lowlevel_server._request_handlers.pop(method, None)
+    return server
 
 
 def _json_response(status: int, detail: str, headers: list | None = None) -> list[dict]:

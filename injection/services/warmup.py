@@ -21,9 +21,9 @@ from memory.services.embedding import embedder_get, embeddings_pending_drain
 logger = logging.getLogger("tideline.warmup")
 
 
-def server_warm() -> dict[str, float]:
-    """Load the embedder, jieba and both search indexes, and in eager mode embed what is still
-    pending. Returns seconds spent on each part."""
+def server_warm(*, drain_pending: bool = True) -> dict[str, float]:
+    """Load the embedder, jieba and both search indexes, and in eager mode (unless told not to)
+    embed what is still pending. Returns seconds spent on each part."""
     spent: dict[str, float] = {}
 
     def timed(name: str, work) -> None:
@@ -34,7 +34,7 @@ def server_warm() -> dict[str, float]:
     embedder = embedder_get()
     if embedder is not None:
         timed("embedder", lambda: embedder.embed(["warm up"]))
-        if settings.CELERY_TASK_ALWAYS_EAGER:
+        if drain_pending and settings.CELERY_TASK_ALWAYS_EAGER:
             timed("embeddings_pending", embeddings_pending_drain)
     timed("jieba", lambda: (text_terms("边界条件"), keywords_extract(text="边界条件", limit=1)))
     timed("memory_index", lambda: search_index("memory"))
@@ -42,10 +42,10 @@ def server_warm() -> dict[str, float]:
     return spent
 
 
-def server_warm_in_background() -> threading.Thread:
+def server_warm_in_background(*, drain_pending: bool = True) -> threading.Thread:
     def run() -> None:
         try:
-            logger.info("warm-up done: %s", server_warm())
+            logger.info("warm-up done: %s", server_warm(drain_pending=drain_pending))
         except Exception:
             # A failed warm-up only means the first request is slow; it must not stop the server.
             logger.exception("warm-up failed; the first request will load what it needs")

@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 from django.conf import settings
@@ -17,8 +18,13 @@ def test_it_runs_dream_from_the_command_with_progress(global_scope, write_narrat
     call_command("dream")
     out = capsys.readouterr().out
     run = DreamRun.objects.get()
-    assert f"run #{run.pk}: ok, 0 tokens" in out
-    assert "  scan      ok" in out and "no LLM configured" in out
+    # Each layer is announced before it runs, then reported with what it read and its time.
+    assert out.index("[1/6] scan …") < out.index("[2/6] script …") < out.index("[6/6] dream …")
+    assert re.search(r"scan +ok +\d+\.\d s  track a \d+ · track b", out), out
+    assert "no LLM configured" in out
+    assert f"run #{run.pk}: ok in " in out and ", 0 tokens" in out
+    assert "wrote nothing new" in out
+    assert "layers: ok scan, script; skipped solidify, combing, drift, dream" in out
 
     call_command("dream", "--layer", "script", "--dry-run", "--json")
     plan = json.loads(capsys.readouterr().out)

@@ -3,8 +3,10 @@ against no LLM at all: the database stays sound and every change is explained by
 
 import json
 from datetime import timedelta
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
@@ -289,7 +291,12 @@ def test_it_fixes_a_dream_at_importance_one_and_dreams_once_a_day(fake_llm, day_
         "source_ids": [day_material["today"].pk],
     }
     fake_llm.script(json_answer(answer), json_answer(answer))
-    run = dream_run(layer="dream")
+    report = StringIO()
+    call_command("dream", "--layer", "dream", stdout=report)
+    run = DreamRun.objects.get()
+    # The command's summary counts what the run wrote.
+    assert "[1/1] dream …" in report.getvalue()
+    assert "wrote 1 dreams" in report.getvalue() and "layers: ok dream" in report.getvalue()
     dream = Narrative.objects.get(pk=run.stats["layers"]["dream"]["written"]["dreams"][0])
     assert (dream.importance, dream.emotional, dream.unresolved) == (1, 5, 5)
     assert dream.ntype == "dream" and dream.tags[0] == "dream"

@@ -289,6 +289,10 @@ def test_it_describes_every_tool_with_annotations_and_a_version(transactional_db
 
     assert initialized.server_info.name == "tideline"
     assert initialized.server_info.version
+    # Only what is served is advertised: tools, no empty prompt or resource lists.
+    capabilities = initialized.capabilities
+    assert capabilities.tools is not None
+    assert capabilities.prompts is None and capabilities.resources is None
     for tool in tools:
         assert tool.annotations is not None, tool.name
         assert tool.annotations.read_only_hint is not None, tool.name

@@ -2,6 +2,7 @@
 prints the layer-0 report."""
 
 import json
+import time
 from datetime import date, datetime
 
 from django.core.management.base import BaseCommand, CommandError
@@ -9,8 +10,9 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from dream.models import DreamLayer, DreamRunStatus
-from dream.pipeline import dream_plan, dream_run
+from dream.pipeline import dream_layers, dream_plan, dream_run
 from dream.scanner import scan_markdown, scan_run
+from memory.admin.display import dream_layer_rows
 from memory.services.errors import TidelineError
 
 
@@ -88,41 +90,73 @@ class Command(BaseCommand):
 
     def _run(self, options, *, since) -> None:
         quiet = options["json"]
+        order = dream_layers(options["layer"])
+        started: dict[str, float] = {}
 
-        def progress(name: str, result: dict) -> None:
+        def layer_start(name: str) -> None:
+            started[name] = time.monotonic()
+            if not quiet:
+                self.stdout.write(f"[{order.index(name) + 1}/{len(order)}] {name} …")
+
+        def layer_done(name: str, result: dict) -> None:
             if quiet:
                 return
-            reason = result.get("reason", "")
-            written = {kind: len(ids) for kind, ids in (result.get("written") or {}).items()}
-            line = f"  {name:<9} {result['status']:<8}"
-            if written:
-                line += " wrote " + ", ".join(f"{n} {kind}" for kind, n in written.items())
-            if reason:
-                line += f" ({reason})"
+            seconds = time.monotonic() - started.get(name, time.monotonic())
+            row = dream_layer_rows({"layers": {name: result}, "order": [name]})[0]
+            line = f"      {name:<9} {row['status']:<8} {seconds:5.1f} s"
+            if row["read"]:
+                line += f"  {row['read']}"
+            if row["note"]:
+                line += f"  ({row['note']})"
             self.stdout.write(line)
+            for error in row["errors"]:
+                self.stdout.write(f"      ! {error}")
 
         if not quiet:
-            self.stdout.write(f"DREAM {options['layer']} …")
+            self.stdout.write(f"DREAM {options['layer']}: {len(order)} layer(s)")
+        began = time.monotonic()
         run = dream_run(
             layer=options["layer"],
             day=options["day"],
             since=since,
             force=options["force"],
             trigger="command",
-            on_layer=progress,
+            on_layer=layer_done,
+            on_layer_start=layer_start,
         )
         if run.status == DreamRunStatus.SKIPPED:
             raise CommandError(f"another DREAM run is in progress; nothing was done ({run.error})")
-        summary = {
-            "run": run.pk,
-            "status": run.status,
-            "tokens": run.tokens,
-            "error": run.error,
-        }
         if quiet:
+            summary = {
+                "run": run.pk,
+                "status": run.status,
+                "tokens": run.tokens,
+                "error": run.error,
+            }
             self.stdout.write(json.dumps(summary | {"stats": run.stats}, ensure_ascii=False))
-        else:
-            self.stdout.write(
-                f"run #{run.pk}: {run.status}, {run.tokens} tokens"
-                + (f"\n{run.error}" if run.error else "")
-            )
+            return
+        self.stdout.write(_summary(run, seconds=time.monotonic() - began))
+
+
+def _summary(run, *, seconds: float) -> str:
+    """One paragraph: how the run ended, what it wrote in all, what was skipped or failed."""
+    rows = dream_layer_rows(run.stats)
+    written: dict[str, int] = {}
+    for row in rows:
+        for group in row["written"]:
+            written[group["kind"]] = written.get(group["kind"], 0) + len(group["links"])
+    by_status: dict[str, list[str]] = {}
+    for row in rows:
+        by_status.setdefault(row["status"], []).append(row["layer"])
+    lines = [f"run #{run.pk}: {run.status} in {seconds:.1f} s, {run.tokens} tokens"]
+    lines.append(
+        "  wrote "
+        + (", ".join(f"{count} {kind}" for kind, count in written.items()) or "nothing new")
+    )
+    lines.append(
+        "  layers: "
+        + "; ".join(f"{status} {', '.join(names)}" for status, names in by_status.items())
+    )
+    if run.error:
+        lines.append(f"  errors:\n{run.error}")
+    return "\n".join(lines)

@@ -3,13 +3,11 @@
 import ipaddress
 import os
 
-import uvicorn
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
 
 from injection.mcp_server import mcp_http_app, mcp_server_build
-from injection.services.warmup import server_warm_in_background
-from tideline_site.edge import edge_wrap
 
 
 class Command(BaseCommand):
@@ -42,14 +40,25 @@ class Command(BaseCommand):
             raise CommandError(f"--host {host!r}: MCP over HTTP listens on loopback only")
         if not 1 <= port <= 65535:
             raise CommandError(f"--port {port} is not a TCP port")
+        # Imported here: a stdio client waits for the handshake, and these only serve HTTP.
+        import uvicorn
+
+        from injection.services.warmup import server_warm, server_warm_in_background
+        from tideline_site.edge import edge_wrap
+
         # The edge throttles keys and addresses and bounds bodies before MCP reads them.
         app = edge_wrap(
             mcp_http_app(
                 server=server, host=host, port=port, max_body=settings.TIDELINE_API_MAX_BODY_BYTES
             )
         )
-        # Over HTTP the server outlives many clients: pay the embedder and index load now, not
-        # on the first tool call. (Stdio answers the handshake first and loads on demand.)
+        # Over HTTP the server outlives many clients: it pays the embedder and index load before
+        # it listens, so a client that can connect gets its first tool call answered at once.
+        # (Stdio answers the handshake first and loads on demand.) A backlog of rows a crash
+        # left unembedded may be long, so that is drained in the background once serving.
+        self.stderr.write("Tideline MCP: loading the embedder and the search index…")
+        server_warm(drain_pending=False)
+        connections.close_all()
         server_warm_in_background()
         self.stderr.write(f"Tideline MCP on http://{host}:{port}/mcp (bearer API key required)")
         uvicorn.run(

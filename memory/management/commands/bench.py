@@ -19,6 +19,7 @@ BENCHMARKS = {
     "dream": "dream.bench",
     "lifecycle": "memory.bench.lifecycle",
     "load": "memory.bench.load",
+    "mcp": "injection.mcp_bench",
 }
 
 
