@@ -160,9 +160,7 @@ def _tool(spec: ToolSpec, *, default_cwd: str) -> Tool:
             raise ToolError(str(exc)) from exc
         if isinstance(data, fields.WhereIn) and not (data.scope_id or data.cwd or data.git_remote):
             data = data.model_copy(update={"cwd": default_cwd})
-        if isinstance(data, fields.SessionIn) and data.runtime == "generic":
-            data = data.model_copy(update={"runtime": MCP_RUNTIME})
-        caller = ops.Caller(principal=_principal_of(ctx))
+        caller = ops.Caller(principal=_principal_of(ctx), runtime=MCP_RUNTIME)
         try:
             if spec.model is None:
                 result = spec.operation(caller=caller, **spec.extra)

@@ -24,6 +24,8 @@ R = TypeVar("R")
 class Caller:
     principal: Principal
     request_id: str = ""
+    # The runtime a new session is opened under when the caller names none (MCP: "mcp").
+    runtime: str = "generic"
 
 
 def operation(fn: Callable[P, R]) -> Callable[P, R]:

@@ -29,15 +29,39 @@ from injection.transcripts import claude_code_turns
 from memory.models import Session
 from memory.search import turn_search
 from memory.selectors.reads import session_visible_pk, timeline_stretch
-from memory.selectors.visibility import scope_ids_readable, sessions_visible
+from memory.selectors.visibility import scope_ids_held, scope_ids_readable, sessions_visible
+from memory.services.errors import Conflict
 from memory.services.timeline import TurnInput
+
+
+def _runtime_of(*, caller: Caller, data: SessionIn) -> str:
+    """The runtime that, with the session id, names the session. A caller that gives none means
+    the session it already has under that id, whichever runtime opened it (among the sessions it
+    may see); a new one opens under the caller's default runtime."""
+    if data.runtime:
+        return data.runtime
+    known = sorted(
+        set(
+            sessions_visible(
+                principal=caller.principal, scope_ids=scope_ids_held(principal=caller.principal)
+            )
+            .filter(external_id=data.session_id)
+            .values_list("runtime", flat=True)
+        )
+    )
+    if len(known) > 1:
+        raise Conflict(
+            f"session {data.session_id!r} exists under runtimes {', '.join(known)}; "
+            "say which with runtime"
+        )
+    return known[0] if known else caller.runtime
 
 
 def _session_opened(*, caller: Caller, data: SessionIn) -> Session:
     scope = scope_for_write(caller=caller, where=data)
     return session_open(
         ref=SessionRef(
-            runtime=data.runtime,
+            runtime=_runtime_of(caller=caller, data=data),
             external_id=data.session_id,
             scope_id=scope.pk,
             cwd=data.cwd,
@@ -58,7 +82,7 @@ def _session_for_block(*, caller: Caller, data: SessionIn) -> tuple[Session | No
     scope = scope_for_read(caller=caller, where=data)
     existing = (
         sessions_visible(principal=caller.principal, scope_ids=[scope.pk])
-        .filter(runtime=data.runtime, external_id=data.session_id)
+        .filter(runtime=_runtime_of(caller=caller, data=data), external_id=data.session_id)
         .first()
     )
     return existing, scope_ids_readable(principal=caller.principal, scope=scope)

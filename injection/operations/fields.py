@@ -34,7 +34,13 @@ class WhereIn(Strict):
 
 class SessionIn(WhereIn):
     session_id: str = Field(..., min_length=1, max_length=200)
-    runtime: str = Field("generic", min_length=1, max_length=60)
+    runtime: str | None = Field(
+        None,
+        min_length=1,
+        max_length=60,
+        description="the agent runtime (claude-code, hermes, …); without it the session id alone "
+        "names the session",
+    )
     origin: Literal["user", "subagent"] = "user"
     delegation_depth: int = Field(0, ge=0, le=50)
     parent_session_id: str = Field("", max_length=200)

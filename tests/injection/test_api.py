@@ -3,12 +3,14 @@ import json
 import pytest
 from django.test import Client
 
+from injection.mcp_server import mcp_server_build
 from injection.services.access import apikey_create
 from memory.models import ApiKey, AuditEvent, ContextTurn, Memory, MemoryStatus, Session
 from memory.services.embedding import memories_embed
 from memory.services.facts import FactInput, fact_write
 from memory.services.scopes import scope_global
 from tests.injection.conftest import narrative_seed, weights_set
+from tests.injection.interfaces import McpDriver, inline_worker_threads
 
 pytestmark = pytest.mark.django_db
 
@@ -552,3 +554,38 @@ def test_it_refuses_an_unknown_query_parameter(api, project):
 
     assert misspelt.status_code == 422 and "stauts" in str(misspelt.json()["detail"])
     assert fine.status_code == 200
+
+
+def test_it_names_a_session_by_runtime_and_id_only_when_the_runtime_is_given(
+    api, project, project_dir, monkeypatch
+):
+    inline_worker_threads(monkeypatch)
+    where = {"session_id": "cc-42", "cwd": str(project_dir)}
+    started = _post(api, "/api/v1/session/start", {**where, "runtime": "claude-code"})
+    assert started.status_code == 200, started.json()
+
+    # No runtime: the session this id already names, over REST and over MCP.
+    assert _post(api, "/api/v1/turn", {**where, "content": "the parser first"}).status_code == 200
+    mcp = McpDriver(mcp_server_build(default_cwd=str(project_dir)))
+    recorded = mcp.call(
+        "context_record", {**where, "role": "user", "content": "then the cache"}, principal=None
+    )
+    assert recorded.status == 200, recorded.text
+    session = Session.objects.get()
+    assert (session.runtime, session.turns.count()) == ("claude-code", 2)
+
+    # A runtime given is part of the name: the same id from Hermes is another session.
+    other = _post(api, "/api/v1/turn", {**where, "runtime": "hermes", "content": "hola"})
+    assert other.status_code == 200, other.json()
+    assert sorted(Session.objects.values_list("runtime", flat=True)) == ["claude-code", "hermes"]
+
+    # Now the bare id is ambiguous: 409 naming both, and nothing recorded.
+    ambiguous = _post(api, "/api/v1/turn", {**where, "content": "which one?"})
+    assert ambiguous.status_code == 409
+    assert "claude-code, hermes" in ambiguous.json()["detail"]
+    assert ContextTurn.objects.count() == 3
+
+    # An id nobody has used yet opens under the caller's default runtime.
+    fresh = mcp.call("memory_session_start", {"session_id": "new-1"}, principal=None)
+    assert fresh.status == 200, fresh.text
+    assert Session.objects.get(external_id="new-1").runtime == "mcp"
