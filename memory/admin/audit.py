@@ -13,13 +13,32 @@ from memory.admin.display import (
     pretty_json,
 )
 from memory.models import AuditEvent
+from memory.selectors.reads import audit_events_of_memory
+
+
+class MemoryTouchedFilter(admin.SimpleListFilter):
+    """A memory's History: every decision that touched it, including the successor's row that
+    superseded it. Reached from the memory's History link, so it offers only the memory given."""
+
+    title = "memory"
+    parameter_name = "memory"
+
+    def lookups(self, request, model_admin):
+        value = self.value()
+        return [(value, f"#{value}")] if value and value.isdigit() else []
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if not value or not value.isdigit():
+            return queryset
+        return queryset.filter(pk__in=audit_events_of_memory(memory_id=int(value)).values("pk"))
 
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdmin):
     list_display = ("occurred_at", "actor_line", "action", "target_line", "reason")
     list_display_links = ("occurred_at",)
-    list_filter = ("actor", "action", "target_type")
+    list_filter = (MemoryTouchedFilter, "actor", "action", "target_type")
     search_fields = ("reason", "target_repr")
     search_help_text = "Words of the reason or of what it was about"
     date_hierarchy = "occurred_at"

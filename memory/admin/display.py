@@ -17,13 +17,11 @@ from memory.models import (
     MemoryStatus,
     ScopeKind,
 )
+from memory.selectors.reads import MEMORY_TARGET_TYPES, audit_events_of_memory
 
 RAW_KEYS_TITLE = "原始键名 · raw keys"
 LIFECYCLE_TITLE = "生命周期 · lifecycle"
 AUDIT_TRAIL_LIMIT = 20
-
-# Memory parent rows and their typed children are audited under either name with the same id.
-MEMORY_TARGET_TYPES = ("memory", "narrative", "fact", "selfconcept")
 
 
 def scoped_summary(memory: Memory) -> str:
@@ -128,7 +126,7 @@ def change_lines(before, after) -> str:
 def audit_trail(memory: Memory) -> str:
     """The newest decisions about this memory, each linking to its full audit row."""
     events = (
-        AuditEvent.objects.filter(target_type__in=MEMORY_TARGET_TYPES, target_id=memory.pk)
+        audit_events_of_memory(memory_id=memory.pk)
         .annotate(key_name=key_name_subquery())
         .order_by("-occurred_at", "-id")[:AUDIT_TRAIL_LIMIT]
     )

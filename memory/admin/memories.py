@@ -17,10 +17,10 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from memory.admin.actions import LIFECYCLE_ACTIONS, LIFECYCLE_CALLS, lifecycle_apply
+from memory.admin.audit import MemoryTouchedFilter
 from memory.admin.base import ReadOnlyAdmin, ReadOnlyInline, owner_reason
 from memory.admin.display import (
     LIFECYCLE_TITLE,
-    MEMORY_TARGET_TYPES,
     RAW_KEYS_TITLE,
     audit_trail,
     expiry_actor_subquery,
@@ -169,9 +169,7 @@ class MemoryAdminBase(ReadOnlyAdmin):
     def history_view(self, request: HttpRequest, object_id: str, extra_context=None):
         """A memory's history is its audit trail, not Django's admin log (which the services,
         the only writers, do not use)."""
-        query = urlencode(
-            {"target_id": object_id, "target_type__in": ",".join(MEMORY_TARGET_TYPES)}
-        )
+        query = urlencode({MemoryTouchedFilter.parameter_name: object_id})
         return HttpResponseRedirect(f"{reverse('admin:memory_auditevent_changelist')}?{query}")
 
     @admin.display(description="摘要 · summary", ordering="summary")

@@ -37,6 +37,19 @@ from memory.services.errors import InvalidInput, NotFound
 LIST_MAX = 200
 
 
+MEMORY_TARGET_TYPES = ("memory", "narrative", "fact", "selfconcept")
+
+
+def audit_events_of_memory(*, memory_id: int) -> QuerySet[AuditEvent]:
+    """Every decision that touched a memory (the owner's view): those about it, and those that
+    changed its status while being about another row — an edit supersedes the old version in the
+    audit row of its successor, a merge in the row of the memory it merged into."""
+    return AuditEvent.objects.filter(
+        Q(target_type__in=MEMORY_TARGET_TYPES, target_id=memory_id)
+        | Q(after__statuses__has_key=str(memory_id))
+    )
+
+
 def memories_page(
     *,
     principal: Principal,

@@ -16,9 +16,11 @@ from memory.models import (
     FactKind,
     InboxItem,
     MemoryStatus,
+    Narrative,
     Thread,
     ThreadStatus,
 )
+from memory.services.edits import memory_update
 from memory.services.facts import FactInput, fact_write
 from memory.services.lifecycle import memory_expire
 from memory.services.narratives import NarrativeInput, narrative_write
@@ -366,3 +368,21 @@ def test_it_lists_dream_layers_in_the_order_they_ran():
         "order": ["scan", "script", "dream"],
     }
     assert layer_outcomes(stats) == "scan ok · script ok · dream skipped"
+
+
+def test_it_shows_the_supersession_in_the_old_versions_history(owner_client, project_scope):
+    original = narrative_write(
+        data=NarrativeInput(scope_id=project_scope.pk, gesture="we cache parsed configs in redis")
+    )
+    successor = memory_update(
+        memory=original, changes={"gesture": "we cache parsed configs on disk"}, actor="agent"
+    )
+    original.refresh_from_db()
+    assert original.superseded_by_id == successor.pk
+
+    response = owner_client.get(admin_url(Narrative, "history", original.pk), follow=True)
+    assert response.status_code == 200
+    rows = {(event.action, event.target_id) for event in response.context["cl"].result_list}
+    assert rows == {("insert", original.pk), ("invalidate", successor.pk)}
+    page = owner_client.get(admin_url(Narrative, "change", original.pk)).content.decode()
+    assert f"edit of narrative #{original.pk}" in page
