@@ -1,6 +1,9 @@
 import json
+import re
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 from django.test import Client
 
 from injection.mcp_server import mcp_server_build
@@ -589,3 +592,59 @@ def test_it_names_a_session_by_runtime_and_id_only_when_the_runtime_is_given(
     fresh = mcp.call("memory_session_start", {"session_id": "new-1"}, principal=None)
     assert fresh.status == 200, fresh.text
     assert Session.objects.get(external_id="new-1").runtime == "mcp"
+
+
+def test_it_expires_what_depends_on_a_removed_directory_after_edits_through_rest_and_mcp(
+    api, project, project_dir, tmp_path, monkeypatch
+):
+    inline_worker_threads(monkeypatch)
+    build = tmp_path / "build-cache"
+    build.mkdir()
+    depends = [f"path:{build}"]
+    fact = _post(
+        api,
+        "/api/v1/facts",
+        {
+            "scope_id": project.pk,
+            "profile_name": "archive-manager",
+            "profile_kind": "project",
+            "kind": "fact",
+            "predicate": "build_cache_dir",
+            "value": "build-cache/",
+            "depends_on": depends,
+        },
+    ).json()
+    mcp = McpDriver(mcp_server_build(default_cwd=str(project_dir)))
+    narrative = mcp.call(
+        "memory_write",
+        {"gesture": "we warm the build cache before tests", "depends_on": depends},
+        principal=None,
+    )
+    assert narrative.status == 200, narrative.text
+
+    # Edits through each interface keep the dependency they do not mention.
+    assert "id" in fact, fact
+    edited_fact = _patch(api, fact["id"], {"value": "build-cache/v2"})
+    assert edited_fact.status_code == 200, edited_fact.json()
+    edited_narrative = mcp.call(
+        "memory_update",
+        {"memory_id": narrative.body["id"], "changes": {"gesture": "we warm the cache nightly"}},
+        principal=None,
+    )
+    assert edited_narrative.status == 200, edited_narrative.text
+    successors = {edited_fact.json()["id"], edited_narrative.body["id"]}
+    for memory in Memory.objects.filter(pk__in=successors):
+        assert memory.depends_on == depends and memory.status == MemoryStatus.ACTIVE
+
+    build.rmdir()
+    planned = StringIO()
+    call_command("maintain", "--dry-run", stdout=planned)
+    listed = re.findall(r"^would expire: #(\d+) .*\(scope-gone\)", planned.getvalue(), re.M)
+    assert {int(pk) for pk in listed} == successors, planned.getvalue()
+    assert Memory.objects.filter(pk__in=successors, status=MemoryStatus.ACTIVE).count() == 2
+
+    call_command("maintain", stdout=StringIO())
+    for memory in Memory.objects.filter(pk__in=successors):
+        assert (memory.status, memory.expired_by) == (MemoryStatus.EXPIRED, "scope-gone")
+    gone = api.get(f"/api/v1/memories/{edited_fact.json()['id']}").json()
+    assert gone["status"] == "expired"
