@@ -293,6 +293,9 @@ TIDELINE_SEARCH_KEYWORD_BOOST = env_float(
 TIDELINE_SEARCH_PRIOR_WEIGHT = env_float("TIDELINE_SEARCH_PRIOR_WEIGHT", 0.05, minimum=0.0)
 TIDELINE_SEARCH_PRIOR_PINNED = env_float("TIDELINE_SEARCH_PRIOR_PINNED", 0.05, minimum=0.0)
 TIDELINE_SEARCH_PRIOR_RECENCY = env_float("TIDELINE_SEARCH_PRIOR_RECENCY", 0.03, minimum=0.0)
+# Added to decision-layer narratives (seed 004's "why we chose X") when the query asks about a
+# past choice (memory/search/intent.py).
+TIDELINE_SEARCH_PRIOR_DECISION = env_float("TIDELINE_SEARCH_PRIOR_DECISION", 0.1, minimum=0.0)
 # A turn is searched as a small window of conversation: its neighbours (this many turns either
 # side, same session) count at NEIGHBOUR_WEIGHT per term, the month and year it happened at
 # DATE_WEIGHT; its vector embeds the turn with EMBED_WINDOW turns either side.
@@ -342,6 +345,12 @@ TIDELINE_NEVER_EXPIRE_KINDS = env_list("TIDELINE_NEVER_EXPIRE_KINDS", ["preferen
 TIDELINE_DECAY_DAYS_LOW = env_int("TIDELINE_DECAY_DAYS_LOW", 7, minimum=1)  # importance 1–2
 TIDELINE_DECAY_DAYS_MID = env_int("TIDELINE_DECAY_DAYS_MID", 14, minimum=1)  # importance 3
 TIDELINE_DECAY_DAYS_HIGH = env_int("TIDELINE_DECAY_DAYS_HIGH", 30, minimum=1)  # importance 4–5
+# Seed 004 (LUFY): strongly felt memories are forgotten more slowly. A narrative's decay limit is
+# multiplied by 1 + FACTOR × emotion_intensity / 10 (default: intensity 10 doubles it; 0 = off).
+TIDELINE_EMOTION_DECAY_FACTOR = env_float("TIDELINE_EMOTION_DECAY_FACTOR", 1.0, minimum=0.0)
+# …and weigh more when chosen: salience = weight + SALIENCE × emotion_intensity / 10, used to order
+# T2 and as the weight in search's lifecycle prior (the weight itself, and T2's cut, are unchanged).
+TIDELINE_EMOTION_SALIENCE = env_float("TIDELINE_EMOTION_SALIENCE", 0.2, minimum=0.0, maximum=1.0)
 # This machine's workspace scope key (its memories: where things are installed, data dirs).
 TIDELINE_WORKSPACE = env_str("TIDELINE_WORKSPACE", socket.gethostname() or "local")
 

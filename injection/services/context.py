@@ -39,6 +39,7 @@ from memory.models import (
 from memory.search import memory_search
 from memory.services.attention import memories_activate
 from memory.services.bounds import text_bounded
+from memory.services.weights import salience_sql
 
 ENVELOPE_TAG = "tideline-memory"
 ENVELOPE_NOTICE = (
@@ -215,7 +216,8 @@ def t0_select(*, scope_ids: list[int], labels: dict[int, str]) -> list[Item]:
 
 
 def t2_select(*, scope_ids: list[int], labels: dict[int, str], now: datetime) -> list[Item]:
-    """Weight above the cut, recorded in the last days, top of the pool, one narrative per tag."""
+    """Weight above the cut, recorded in the last days, the most salient first (weight raised by
+    emotion intensity), one narrative per tag."""
     since = now - timedelta(days=settings.TIDELINE_T2_DAYS)
     pool = Narrative.objects.filter(
         _live(),
@@ -225,7 +227,9 @@ def t2_select(*, scope_ids: list[int], labels: dict[int, str], now: datetime) ->
         # Restating the window as an id subquery lets SQLite use the recorded_at index instead of
         # scanning the whole scope (about 3× faster on 100k memories).
         pk__in=Memory.objects.filter(recorded_at__gte=since).values("pk"),
-    ).order_by("-weight", "-recorded_at", "-pk")[: settings.TIDELINE_T2_POOL]
+    ).annotate(salience=salience_sql())
+    # At equal weight the strongly felt memory comes first (seed 004).
+    pool = pool.order_by("-salience", "-recorded_at", "-pk")[: settings.TIDELINE_T2_POOL]
     chosen, used_tags = [], set()
     for narrative in pool:
         tags = {tag.strip().lower() for tag in narrative.tags}

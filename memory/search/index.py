@@ -21,6 +21,7 @@ from django.db import connection
 from memory.models import ContextTurn, Memory, MemoryStatus, MemoryType, NarrativeLayer
 from memory.search import schema
 from memory.search.text import date_terms, text_terms
+from memory.services.weights import salience
 
 logger = logging.getLogger("tideline.search")
 
@@ -389,12 +390,13 @@ class MemoryIndex(SearchIndex):
                 "narrative__weight",
                 "narrative__layer",
                 "secret",
+                "narrative__emotion_intensity",
             )
         )
         terms = self._stored_terms([row[0] for row in rows], {row[0]: row[9] for row in rows})
         for row in rows:
             (pk, scope_id, status, memory_type, valid_from, valid_to, recorded_at, pinned) = row[:8]
-            importance, _, blob, model_id, weight, layer, secret = row[8:]
+            importance, _, blob, model_id, weight, layer, secret, intensity = row[8:]
             values = {
                 "scope": scope_id,
                 "status": STATUS_CODES.get(status, -1),
@@ -404,9 +406,13 @@ class MemoryIndex(SearchIndex):
                 "valid_to": epoch(valid_to),
                 "recorded_at": epoch(recorded_at, 0.0),
                 "pinned": pinned,
-                # Narratives carry a computed weight; other kinds use their importance on the same
-                # 0–1 scale.
-                "weight": weight if weight is not None else importance / 5,
+                # Narratives carry a computed weight, raised by how strongly they were felt; other
+                # kinds use their importance on the same 0–1 scale.
+                "weight": (
+                    salience(weight=weight, emotion_intensity=intensity or 0)
+                    if weight is not None
+                    else importance / 5
+                ),
                 "secret": secret,
             }
             self._add(pk, values, Counter(terms.get(pk, [])), self._vector(blob, model_id))

@@ -5,7 +5,9 @@ Score of a candidate (all weights are settings, see README "Search"):
     (1 - w) · bm25 / max(bm25) + w · minmax(cosine)          w = TIDELINE_SEARCH_SEMANTIC_WEIGHT
     + keyword boost          when a literal part of the query (an identifier such as whale-listen,
                              a quoted phrase, a CJK run) occurs verbatim in the text
-    + lifecycle priors       memories only: weight, pinned, recency
+    + lifecycle priors       memories only: salience (weight raised by emotion intensity),
+                             pinned, recency, and decision-layer narratives when the query asks
+                             about a past choice (memory/search/intent.py)
 
 A candidate with no lexical match needs a cosine of at least the semantic floor: pure similarity
 below it is noise, not recall. A literal keyword hit therefore always outranks pure similarity.
@@ -31,6 +33,7 @@ from memory.models import (
     MemoryStatus,
     MemoryType,
     Narrative,
+    NarrativeLayer,
     NarrativeTag,
     Scope,
     SelfConcept,
@@ -46,6 +49,7 @@ from memory.search.index import (
     SearchIndex,
     TurnIndex,
 )
+from memory.search.intent import asks_about_choice
 from memory.search.text import query_literals, text_terms
 from memory.services.errors import InvalidInput
 
@@ -53,6 +57,7 @@ logger = logging.getLogger("tideline.search")
 
 MAX_LIMIT = 200
 RECENCY_HALF_LIFE_DAYS = 30.0
+DECISION_LAYER = LAYER_CODES[NarrativeLayer.DECISION]
 DEFAULT_STATUSES = (MemoryStatus.ACTIVE,)
 TYPE_NAMES = {code: kind for kind, code in TYPE_CODES.items()}
 AS_OF_STATUSES = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED, MemoryStatus.EXPIRED)
@@ -321,7 +326,11 @@ def _rank(
     low = high = 0.0
     if cosine is not None:
         eligible_cos = cosine[eligible & has_vector]
-        low, high = float(eligible_cos.min()), float(eligible_cos.max())
+        # The scale starts no higher than the model's noise floor: when only a few rows are
+        # eligible (a small store, or T1's floor already applied) their own minimum would turn a
+        # 0.01 difference in cosine into the whole semantic share.
+        low = min(float(eligible_cos.min()), calibration.noise_floor)
+        high = float(eligible_cos.max())
 
     def relevance(at: np.ndarray) -> dict[str, np.ndarray]:
         zero = np.zeros(len(at), dtype=np.float32)
@@ -455,6 +464,9 @@ def _memory_rank(
             mask[rows] = True
             eligible &= mask
         now = time.time()
+        decision_prior = (
+            settings.TIDELINE_SEARCH_PRIOR_DECISION if asks_about_choice(query) else 0.0
+        )
 
         def priors(rows: np.ndarray) -> np.ndarray:
             age_days = np.maximum(0.0, (now - table["recorded_at"][rows]) / 86400.0)
@@ -463,6 +475,7 @@ def _memory_rank(
                 + settings.TIDELINE_SEARCH_PRIOR_PINNED * table["pinned"][rows]
                 + settings.TIDELINE_SEARCH_PRIOR_RECENCY
                 * np.exp2(-age_days / RECENCY_HALF_LIFE_DAYS)
+                + decision_prior * (table["layer"][rows] == DECISION_LAYER)
             ).astype(np.float32)
 
         ranked = _rank(

@@ -8,8 +8,10 @@ Three rules, checked in this order (the first that applies is the reason):
 - **TTL** → `expired_by=ttl` once `expires_at` has passed (fact_write sets it: episodes 90 days,
   a project's facts 180 days; preferences and reflections never).
 - **Activation decay** → `expired_by=decay`: no activation (or, never activated, no write) for
-  7 days at importance 1–2, 14 at 3, 30 at 4–5. Pinned memories, self-concept, never-expiring
-  fact kinds and the user's global profile facts do not decay.
+  7 days at importance 1–2, 14 at 3, 30 at 4–5, each lengthened for a narrative by its emotion
+  intensity (× 1 + TIDELINE_EMOTION_DECAY_FACTOR × intensity/10: at the default, intensity 10
+  doubles it). Pinned memories, self-concept, never-expiring fact kinds and the user's global
+  profile facts do not decay.
 
 All thresholds are settings. Nothing is deleted; each expiry is one audit row. A dry run computes
 the same plan and writes nothing at all — not even audit rows.
@@ -38,6 +40,7 @@ from memory.models import (
 )
 from memory.services.audit import audit_record
 from memory.services.consolidation import LIVE_STATUSES, statuses
+from memory.services.weights import decay_limit_days
 
 
 @dataclass(frozen=True)
@@ -180,15 +183,17 @@ def decay_plan(*, now: datetime) -> list[PlannedExpiry]:
         .exclude(_decay_exempt_q())
         .annotate(anchor=Coalesce("last_activated", "recorded_at"))
         .filter(anchor__lt=now - timedelta(days=shortest))
-        .values_list("pk", "importance", "anchor")
+        .values_list("pk", "importance", "anchor", "narrative__emotion_intensity")
     )
     decayed = {}
-    for pk, importance, anchor in rows:
-        days = decay_days(importance)
+    for pk, importance, anchor, intensity in rows:
+        days = decay_limit_days(base_days=decay_days(importance), emotion_intensity=intensity or 0)
         idle = now - anchor
         if idle > timedelta(days=days):
+            felt = f", emotion intensity {intensity:g}" if intensity else ""
             decayed[pk] = (
-                f"no activation for {idle.days} days (importance {importance}: {days}-day limit)"
+                f"no activation for {idle.days} days "
+                f"(importance {importance}{felt}: {days:g}-day limit)"
             )
     return _plans(decayed, ExpiredBy.DECAY) if decayed else []
 

@@ -2,6 +2,10 @@
 
 from collections.abc import Sequence
 
+from django.conf import settings
+from django.db.models import F, Value
+from django.db.models.expressions import CombinedExpression
+
 DEFAULT_DIMENSION = 3
 NO_TAGS_RECURRENCE = 3
 WEIGHT_FACTORS = {"importance": 0.35, "emotional": 0.25, "recurrence": 0.25, "unresolved": 0.15}
@@ -40,6 +44,23 @@ def weight_compute(
         for name, value in values.items()
     )
     return round(total / 5, 6)
+
+
+def salience(*, weight: float, emotion_intensity: float) -> float:
+    """A narrative's weight raised by how strongly it was felt (seed 004): what T2 orders by and
+    search's lifecycle prior uses. Emotion intensity is 0–10."""
+    return weight + settings.TIDELINE_EMOTION_SALIENCE * emotion_intensity / 10
+
+
+def salience_sql() -> CombinedExpression:
+    """salience() as a database expression over a Narrative's columns, to order by."""
+    return F("weight") + Value(settings.TIDELINE_EMOTION_SALIENCE / 10) * F("emotion_intensity")
+
+
+def decay_limit_days(*, base_days: int, emotion_intensity: float) -> float:
+    """Days without activation before decay, lengthened by emotion intensity (seed 004's LUFY:
+    forgetting weighted by arousal)."""
+    return base_days * (1 + settings.TIDELINE_EMOTION_DECAY_FACTOR * emotion_intensity / 10)
 
 
 def inflation_scale(

@@ -15,6 +15,8 @@ from injection.services.context import (
     t4_select,
 )
 from memory.models import AttentionEvent, ContextTurn, Memory, Narrative, SessionOrigin
+from memory.search import memory_search
+from memory.services.embedding import memories_embed
 from memory.services.evidence import evidence_link
 from memory.services.scopes import scope_visible_ids
 from memory.services.self_concept import self_concept_write
@@ -63,6 +65,65 @@ def test_it_picks_t2_by_weight_recency_and_one_per_tag(project):
     items = t2_select(scope_ids=_ids(project), labels={}, now=timezone.now())
 
     assert [item.memory_id for item in items] == [top.pk, second.pk, third.pk]
+
+
+def test_it_puts_the_strongly_felt_narrative_first_in_t2_at_equal_weight(project):
+    felt = narrative_seed(project, "the launch demo crashed on stage", tags=["launch"])
+    felt.emotion_intensity = 8
+    felt.save(update_fields=["emotion_intensity"])
+    neutral = narrative_seed(project, "the launch checklist got a new step", tags=["checklist"])
+    # The neutral one is newer, which wins ties; equal weight leaves the tie to emotion.
+    weights_set({felt: 0.8, neutral: 0.8})
+    Memory.objects.filter(pk=felt.pk).update(recorded_at=timezone.now() - timedelta(hours=2))
+
+    items = t2_select(scope_ids=_ids(project), labels={}, now=timezone.now())
+
+    assert [item.memory_id for item in items] == [felt.pk, neutral.pk]
+
+
+def test_it_prefers_the_decision_chain_when_the_turn_asks_about_a_past_choice(project):
+    decision = narrative_seed(
+        project,
+        "SQLite FTS5 for the search index: it ships with Python and needs no server",
+        tags=["search"],
+        layer="decision",
+    )
+    experience = narrative_seed(
+        project,
+        "Rebuilt the SQLite FTS5 search index after the outage; the index is fine now",
+        tags=["search-outage"],
+    )
+    others = [
+        narrative_seed(project, text, tags=[f"other{n}"])
+        for n, text in enumerate(
+            [
+                "The user drinks green tea in the afternoon",
+                "The CI runner moved to a bigger machine",
+                "Search results now show the scope label",
+            ]
+        )
+    ]
+    memories_embed(memory_ids=[decision.pk, experience.pk, *[other.pk for other in others]])
+
+    def order(query: str) -> list[int]:
+        hits = t1_select(query=query, scope_ids=_ids(project), labels={}, session=None)
+        return [item.memory_id for item in hits]
+
+    # Without the lift the experience ranks first for each of these (by 0.003–0.044).
+    for question in (
+        "why did we choose SQLite FTS5 for the search index?",
+        "为什么当时选了 SQLite FTS5 做搜索索引？",
+        "¿por qué elegimos SQLite FTS5 para el índice de búsqueda?",
+        "なぜ検索インデックスに SQLite FTS5 を選んだの？",
+    ):
+        assert order(question)[0] == decision.pk, question
+    # Not a question about a choice: the decision chain gets no lift.
+    plain = memory_search(query="the search index with SQLite FTS5", scope_ids=_ids(project))
+    asked = memory_search(query="why did we pick SQLite FTS5?", scope_ids=_ids(project))
+    lift = {hit.memory.pk: hit.why["boosts"]["priors"] for hit in asked}
+    base = {hit.memory.pk: hit.why["boosts"]["priors"] for hit in plain}
+    assert lift[decision.pk] - base[decision.pk] == pytest.approx(0.1, abs=1e-3)
+    assert lift[experience.pk] == pytest.approx(base[experience.pk], abs=1e-3)
 
 
 def test_it_widens_the_t2b_window_until_it_finds_context_and_takes_the_newest_five(project):

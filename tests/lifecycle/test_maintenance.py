@@ -198,3 +198,41 @@ def test_it_restarts_a_facts_ttl_when_it_is_restated(project_scope):
     assert again.pk == first.pk
     first.refresh_from_db()
     assert first.expires_at > expires
+
+
+def test_it_keeps_a_strongly_felt_narrative_longer_than_a_neutral_one(global_scope):
+    neutral = narrate(global_scope, "The user repainted the spare room grey", importance=3)
+    felt = narrate(
+        global_scope,
+        "The user's daughter took her first steps in the spare room",
+        importance=3,
+        emotion_intensity=9,
+        valence=0.9,
+    )
+    # Twenty days pass without activation: past importance 3's 14-day limit, inside the felt
+    # narrative's 14 × (1 + 9/10) = 26.6 days.
+    Memory.objects.filter(pk__in=[neutral.pk, felt.pk]).update(
+        recorded_at=timezone.now() - timedelta(days=20)
+    )
+
+    planned = run("maintain", "--dry-run")
+    assert f"#{neutral.pk} " in planned and f"#{felt.pk} " not in planned
+    run("maintain")
+    neutral.refresh_from_db()
+    felt.refresh_from_db()
+    assert (neutral.status, neutral.expired_by) == (MemoryStatus.EXPIRED, "decay")
+    assert felt.status == MemoryStatus.ACTIVE
+
+    Memory.objects.filter(pk=felt.pk).update(recorded_at=timezone.now() - timedelta(days=27))
+    assert f"#{felt.pk} " in run("maintain", "--dry-run")
+    assert "emotion intensity 9: 26.6-day limit" in run("maintain")
+    felt.refresh_from_db()
+    assert felt.status == MemoryStatus.EXPIRED
+
+
+def test_it_decays_by_the_plain_rule_when_the_emotion_factor_is_off(global_scope, settings):
+    settings.TIDELINE_EMOTION_DECAY_FACTOR = 0.0
+    felt = narrate(global_scope, "The user's first marathon", importance=3, emotion_intensity=10)
+    lifecycle_maintain(now=timezone.now() + timedelta(days=15))
+    felt.refresh_from_db()
+    assert felt.status == MemoryStatus.EXPIRED
