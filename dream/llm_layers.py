@@ -12,7 +12,7 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -869,26 +869,35 @@ def drift_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
     outcome = LayerOutcome()
     outcome.detail = {"scopes": {}, "seeds": []}
     scopes = _scopes_with_material(day)
+    reports = _per_scope(scopes, outcome=outcome, run=partial(_drift_scope, day=day, config=config))
+    if not any(report["status"] != "skipped" for report in reports):
+        outcome.detail["reason"] = (
+            "no memory to drift from" if not scopes else "no unrelated territory to drift to"
+        )
+    return outcome
+
+
+def _per_scope(scopes: list[Scope], *, outcome: LayerOutcome, run) -> list[dict]:
+    """Run a layer's `run(scope=…, outcome=…)` for each scope, keeping the lease; one scope's LLM
+    failure is recorded and the others still run. Sets the layer's status from the scopes' reports
+    (skipped when none was asked, failed when all that were failed, partial when some did)."""
     for scope in scopes:
         lease_heartbeat()
         try:
-            report = _drift_scope(day=day, scope=scope, config=config, outcome=outcome)
+            report = run(scope=scope, outcome=outcome)
         except LLMUnavailable as exc:
             report = {"status": "failed", "reason": str(exc)}
             outcome.rejected.append(f"scope {scope.pk}: {exc}")
         outcome.detail["scopes"][str(scope.pk)] = report
     reports = list(outcome.detail["scopes"].values())
-    asked = [r for r in reports if r["status"] != "skipped"]
+    asked = [report for report in reports if report["status"] != "skipped"]
     if not asked:
         outcome.status = "skipped"
-        outcome.detail["reason"] = (
-            "no memory to drift from" if not scopes else "no unrelated territory to drift to"
-        )
-    elif all(r["status"] == "failed" for r in asked):
+    elif all(report["status"] == "failed" for report in asked):
         outcome.status = "failed"
-    elif any(r["status"] == "failed" for r in asked):
+    elif any(report["status"] == "failed" for report in asked):
         outcome.status = "partial"
-    return outcome
+    return reports
 
 
 def _drift_scope(*, day: date, scope: Scope, config: LLMConfig, outcome: LayerOutcome) -> dict:
@@ -959,23 +968,9 @@ def dream_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
         outcome.status = "skipped"
         outcome.detail["reason"] = "no memories today to dream about"
         return outcome
-    for scope in scopes:
-        lease_heartbeat()
-        try:
-            report = _dream_scope(day=day, scope=scope, config=config, outcome=outcome)
-        except LLMUnavailable as exc:
-            report = {"status": "failed", "reason": str(exc)}
-            outcome.rejected.append(f"scope {scope.pk}: {exc}")
-        outcome.detail["scopes"][str(scope.pk)] = report
-    reports = list(outcome.detail["scopes"].values())
-    asked = [r for r in reports if r["status"] != "skipped"]
-    if not asked:
-        outcome.status = "skipped"
+    reports = _per_scope(scopes, outcome=outcome, run=partial(_dream_scope, day=day, config=config))
+    if not any(report["status"] != "skipped" for report in reports):
         outcome.detail["reason"] = reports[0].get("reason", "nothing to dream about")
-    elif all(r["status"] == "failed" for r in asked):
-        outcome.status = "failed"
-    elif any(r["status"] == "failed" for r in asked):
-        outcome.status = "partial"
     return outcome
 
 
