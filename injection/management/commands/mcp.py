@@ -11,6 +11,9 @@ from injection.mcp_server import mcp_http_app, mcp_server_build
 
 
 class Command(BaseCommand):
+    # A stdio client waits for the handshake while this process starts: the system checks (which
+    # import the URLconf and the whole REST API, ~0.35 s) are `./tideline up`'s and CI's job.
+    requires_system_checks = []
     help = (
         "Serve Tideline's memory tools over MCP: stdio by default, or streamable HTTP "
         "(--http) with Host/Origin checks and a bearer API key."
