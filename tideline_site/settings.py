@@ -316,6 +316,21 @@ TIDELINE_SEARCH_PROJECTION_DIM = env_int("TIDELINE_SEARCH_PROJECTION_DIM", 128, 
 TIDELINE_SEARCH_PROJECTION_MIN_ROWS = env_int(
     "TIDELINE_SEARCH_PROJECTION_MIN_ROWS", 20_000, minimum=0
 )
+# On PostgreSQL, "native" keeps the lexical index, BM25 statistics and (with pgvector) the vectors in
+# the database (memory/search/postgres.py); "process" is the embedded design: every process loads
+# the whole corpus into memory, as on SQLite.
+TIDELINE_SEARCH_POSTGRES = env_choice("TIDELINE_SEARCH_POSTGRES", "native", ["native", "process"])
+# Native mode ranks every document of the caller's scopes when they hold at most EXACT_ROWS; past
+# that, the best LEXICAL_CANDIDATES by BM25 (in SQL) and SEMANTIC_CANDIDATES nearest vectors.
+TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = env_int(
+    "TIDELINE_SEARCH_POSTGRES_EXACT_ROWS", 2000, minimum=0
+)
+TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES = env_int(
+    "TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES", 1000, minimum=1
+)
+TIDELINE_SEARCH_POSTGRES_SEMANTIC_CANDIDATES = env_int(
+    "TIDELINE_SEARCH_POSTGRES_SEMANTIC_CANDIDATES", 300, minimum=1
+)
 
 # --- LLM (optional; configured by `manage.py llm set`, key kept in a 0600 file) ------------------
 TIDELINE_LLM_CONFIG_FILE = env_path("TIDELINE_LLM_CONFIG_FILE", DATA_DIR / "llm.json")

@@ -12,6 +12,8 @@ import math
 import threading
 from abc import ABC, abstractmethod
 from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
@@ -223,6 +225,10 @@ class SearchIndex(ABC):
             self.own_postings.add(row, own)
         self.row_of[pk] = row
 
+    def narrow(self, *, query: str, scope_ids: list[int], vector) -> "SearchIndex":
+        """The rows a query ranks: this whole index (the database-native backend narrows)."""
+        return self
+
     @abstractmethod
     def _load(self, ids: list[int]) -> None:
         """Read these rows from the database into the table (memories or turns)."""
@@ -356,66 +362,82 @@ class SearchIndex(ABC):
             self.projected_size = size
 
 
+MEMORY_FIELDS = (
+    "pk",
+    "scope_id",
+    "status",
+    "memory_type",
+    "valid_from",
+    "valid_to",
+    "recorded_at",
+    "pinned",
+    "importance",
+    "narrative__weight",
+    "narrative__layer",
+    "secret",
+    "narrative__emotion_intensity",
+)
+MEMORY_COLUMNS = {
+    "status": np.int8,
+    "memory_type": np.int8,
+    "layer": np.int8,
+    "valid_from": np.float64,
+    "valid_to": np.float64,
+    "recorded_at": np.float64,
+    "pinned": np.bool_,
+    "weight": np.float32,
+    "secret": np.bool_,
+}
+
+
+def memory_weight(*, weight: float | None, importance: int, intensity: float | None) -> float:
+    """Narratives carry a computed weight, raised by how strongly they were felt; other kinds use
+    their importance on the same 0–1 scale."""
+    if weight is None:
+        return importance / 5
+    return salience(weight=weight, emotion_intensity=intensity or 0)
+
+
+def memory_values(row: tuple) -> dict:
+    """The filter and prior columns of one memory, from a row of MEMORY_FIELDS."""
+    (_, scope_id, status, memory_type, valid_from, valid_to, recorded_at, pinned) = row[:8]
+    importance, weight, layer, secret, intensity = row[8:]
+    return {
+        "scope": scope_id,
+        "status": STATUS_CODES.get(status, -1),
+        "memory_type": TYPE_CODES.get(memory_type, -1),
+        "layer": LAYER_CODES.get(layer, -1),
+        "valid_from": epoch(valid_from, -NO_TIME),
+        "valid_to": epoch(valid_to),
+        "recorded_at": epoch(recorded_at, 0.0),
+        "pinned": pinned,
+        "weight": memory_weight(weight=weight, importance=importance, intensity=intensity),
+        "secret": secret,
+    }
+
+
 class MemoryIndex(SearchIndex):
     kind = "memory"
     model = Memory
     word_table = schema.MEMORY_WORD
-    columns = {
-        "status": np.int8,
-        "memory_type": np.int8,
-        "layer": np.int8,
-        "valid_from": np.float64,
-        "valid_to": np.float64,
-        "recorded_at": np.float64,
-        "pinned": np.bool_,
-        "weight": np.float32,
-        "secret": np.bool_,
-    }
+    columns = MEMORY_COLUMNS
 
     def _load(self, ids: list[int]) -> None:
         rows = list(
             Memory.objects.filter(pk__in=ids).values_list(
-                "pk",
-                "scope_id",
-                "status",
-                "memory_type",
-                "valid_from",
-                "valid_to",
-                "recorded_at",
-                "pinned",
-                "importance",
-                "search_text",
-                "embedding",
-                "embedding_model",
-                "narrative__weight",
-                "narrative__layer",
-                "secret",
-                "narrative__emotion_intensity",
+                *MEMORY_FIELDS, "search_text", "embedding", "embedding_model"
             )
         )
-        terms = self._stored_terms([row[0] for row in rows], {row[0]: row[9] for row in rows})
+        width = len(MEMORY_FIELDS)
+        terms = self._stored_terms([row[0] for row in rows], {row[0]: row[width] for row in rows})
         for row in rows:
-            (pk, scope_id, status, memory_type, valid_from, valid_to, recorded_at, pinned) = row[:8]
-            importance, _, blob, model_id, weight, layer, secret, intensity = row[8:]
-            values = {
-                "scope": scope_id,
-                "status": STATUS_CODES.get(status, -1),
-                "memory_type": TYPE_CODES.get(memory_type, -1),
-                "layer": LAYER_CODES.get(layer, -1),
-                "valid_from": epoch(valid_from, -NO_TIME),
-                "valid_to": epoch(valid_to),
-                "recorded_at": epoch(recorded_at, 0.0),
-                "pinned": pinned,
-                # Narratives carry a computed weight, raised by how strongly they were felt; other
-                # kinds use their importance on the same 0–1 scale.
-                "weight": (
-                    salience(weight=weight, emotion_intensity=intensity or 0)
-                    if weight is not None
-                    else importance / 5
-                ),
-                "secret": secret,
-            }
-            self._add(pk, values, Counter(terms.get(pk, [])), self._vector(blob, model_id))
+            blob, model_id = row[width + 1 :]
+            self._add(
+                row[0],
+                memory_values(row[:width]),
+                Counter(terms.get(row[0], [])),
+                self._vector(blob, model_id),
+            )
 
 
 def _one_edit_apart(left: str, right: str) -> bool:
@@ -446,62 +468,97 @@ class TurnIndex(SearchIndex):
     columns = {"session": np.int64, "seq": np.int64, "occurred_at": np.float64}
 
     def _load(self, ids: list[int]) -> None:
-        window = settings.TIDELINE_SEARCH_TURN_NEIGHBOURS
-        changed = list(
-            ContextTurn.objects.filter(pk__in=ids).values_list("session_id", "seq", "pk")
-        )
-        spans: dict[int, list[int]] = {}
-        for session_id, seq, _ in changed:
-            low, high = spans.get(session_id, [seq, seq])
-            spans[session_id] = [min(low, seq), max(high, seq)]
-        for session_id, (low, high) in spans.items():
-            self._load_session_span(session_id, low, high, window)
+        for document in turn_documents(
+            ids, terms_for=self._stored_terms, speakers=self.speaker_terms
+        ):
+            self._add(
+                document.pk,
+                document.values,
+                document.bag,
+                self._vector(document.blob, document.model_id),
+                own=document.own,
+            )
 
-    def _load_session_span(self, session_id: int, low: int, high: int, window: int) -> None:
-        """Rebuild the documents of turns low-window..high+window of a session: their own text or a
-        neighbour's changed."""
-        rows = list(
-            ContextTurn.objects.filter(
-                session_id=session_id, seq__gte=low - 2 * window, seq__lte=high + 2 * window
-            )
-            .order_by("seq")
-            .values_list(
-                "pk",
-                "scope_id",
-                "seq",
-                "occurred_at",
-                "speaker",
-                "content",
-                "embedding",
-                "embedding_model",
-            )
+
+@dataclass
+class TurnDocument:
+    pk: int
+    values: dict
+    bag: dict[str, float]
+    own: Counter
+    blob: bytes | None
+    model_id: str
+
+
+def turn_documents(
+    ids: list[int],
+    *,
+    terms_for: Callable[[list[int], dict[int, str]], dict[int, list[str]]],
+    speakers: set[str],
+) -> list[TurnDocument]:
+    """The documents that change when turns `ids` change: theirs and their neighbours' (a turn's
+    document holds the terms of the turns around it). Adds every speaker's terms to `speakers`."""
+    window = settings.TIDELINE_SEARCH_TURN_NEIGHBOURS
+    changed = list(ContextTurn.objects.filter(pk__in=ids).values_list("session_id", "seq", "pk"))
+    spans: dict[int, list[int]] = {}
+    for session_id, seq, _ in changed:
+        low, high = spans.get(session_id, [seq, seq])
+        spans[session_id] = [min(low, seq), max(high, seq)]
+    documents: list[TurnDocument] = []
+    for session_id, (low, high) in spans.items():
+        documents += _session_span_documents(
+            session_id, low, high, window, terms_for=terms_for, speakers=speakers
         )
-        terms = self._stored_terms(
-            [row[0] for row in rows], {row[0]: f"{row[4]} {row[5]}" for row in rows}
+    return documents
+
+
+def _session_span_documents(
+    session_id: int, low: int, high: int, window: int, *, terms_for, speakers: set[str]
+) -> list[TurnDocument]:
+    """The documents of turns low-window..high+window of a session: their own text or a
+    neighbour's changed."""
+    rows = list(
+        ContextTurn.objects.filter(
+            session_id=session_id, seq__gte=low - 2 * window, seq__lte=high + 2 * window
         )
-        neighbour_weight = settings.TIDELINE_SEARCH_NEIGHBOUR_WEIGHT
-        date_weight = settings.TIDELINE_SEARCH_DATE_WEIGHT
-        for row in rows:
-            self.speaker_terms.update(text_terms(row[4] or ""))
-        for position, row in enumerate(rows):
-            pk, scope_id, seq, occurred_at, _, _, blob, model_id = row
-            if not low - window <= seq <= high + window:
-                continue
-            own = Counter(terms.get(pk, []))
-            bag: dict[str, float] = Counter(own)
-            if window and neighbour_weight:
-                for other in rows[max(0, position - window) : position + window + 1]:
-                    if other[0] == pk or abs(other[2] - seq) > window:
-                        continue
-                    for term in terms.get(other[0], []):
-                        bag[term] = bag.get(term, 0.0) + neighbour_weight
-            if date_weight:
-                for term in date_terms(occurred_at):
-                    bag[term] = bag.get(term, 0.0) + date_weight
-            values = {
-                "scope": scope_id,
-                "session": session_id,
-                "seq": seq,
-                "occurred_at": epoch(occurred_at, 0.0),
-            }
-            self._add(pk, values, bag, self._vector(blob, model_id), own=own)
+        .order_by("seq")
+        .values_list(
+            "pk",
+            "scope_id",
+            "seq",
+            "occurred_at",
+            "speaker",
+            "content",
+            "embedding",
+            "embedding_model",
+        )
+    )
+    terms = terms_for([row[0] for row in rows], {row[0]: f"{row[4]} {row[5]}" for row in rows})
+    neighbour_weight = settings.TIDELINE_SEARCH_NEIGHBOUR_WEIGHT
+    date_weight = settings.TIDELINE_SEARCH_DATE_WEIGHT
+    for row in rows:
+        speakers.update(text_terms(row[4] or ""))
+    documents = []
+    for position, row in enumerate(rows):
+        pk, scope_id, seq, occurred_at, _, _, blob, model_id = row
+        if not low - window <= seq <= high + window:
+            continue
+        own = Counter(terms.get(pk, []))
+        bag: dict[str, float] = Counter(own)
+        if window and neighbour_weight:
+            for other in rows[max(0, position - window) : position + window + 1]:
+                if other[0] == pk or abs(other[2] - seq) > window:
+                    continue
+                for term in terms.get(other[0], []):
+                    bag[term] = bag.get(term, 0.0) + neighbour_weight
+        if date_weight:
+            for term in date_terms(occurred_at):
+                bag[term] = bag.get(term, 0.0) + date_weight
+        values = {
+            "scope": scope_id,
+            "session": session_id,
+            "seq": seq,
+            "occurred_at": epoch(occurred_at, 0.0),
+        }
+        documents.append(TurnDocument(pk, values, bag, own, blob, model_id))
+    return documents

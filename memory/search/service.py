@@ -38,7 +38,7 @@ from memory.models import (
     Scope,
     SelfConcept,
 )
-from memory.search import schema
+from memory.search import postgres, schema
 from memory.search.calibration import Calibration, calibration_get
 from memory.search.index import (
     LAYER_CODES,
@@ -108,16 +108,26 @@ def _among(column: np.ndarray, values) -> np.ndarray:
 
 
 def search_index(kind: str) -> SearchIndex:
-    """This process's index for `kind` ("memory" or "turn"), refreshed to the change log's tip."""
+    """This process's index for `kind` ("memory" or "turn"), refreshed to the change log's tip; on
+    PostgreSQL in native mode a handle whose `narrow` gives each query its candidate view."""
     from memory.services.embedding import embedder_get
 
     embedder = embedder_get()
     model_id = embedder.model_id if embedder is not None else None
     dim = embedder_dimension(embedder)
+    native = postgres.native_active()
     with _indexes_lock:
         index = _indexes.get(kind)
-        if index is None or index.model_id != model_id or (dim and index.dim != dim):
-            index = (MemoryIndex if kind == "memory" else TurnIndex)(model_id=model_id, dim=dim)
+        if (
+            index is None
+            or index.model_id != model_id
+            or (dim and index.dim != dim)
+            or isinstance(index, postgres.NativeSearch) != native
+        ):
+            if native:
+                index = postgres.NativeSearch(kind=kind, model_id=model_id, dim=dim)
+            else:
+                index = (MemoryIndex if kind == "memory" else TurnIndex)(model_id=model_id, dim=dim)
             _indexes[kind] = index
     index.refresh()
     return index
@@ -546,6 +556,7 @@ def memory_search(
     calibration = calibration_get(index.model_id)
     # Embedding the query is the slowest step; it runs before taking the index lock.
     vector = _query_vector(query, index) if semantic else None
+    index = index.narrow(query=query, scope_ids=scope_ids, vector=vector)
     withheld: set[int] = set()
     while True:
         ranked, ids, kinds = _memory_rank(
@@ -629,6 +640,7 @@ def turn_search(
     index = search_index("turn")
     calibration = calibration_get(index.model_id)
     vector = _query_vector(query, index)
+    index = index.narrow(query=query, scope_ids=scope_ids, vector=vector)
     with index.lock:
         table = index.table
         in_scope = table["alive"] & _among(table["scope"], scope_ids)

@@ -1,0 +1,814 @@
+"""PostgreSQL-native search: the lexical index, its BM25 statistics and (with pgvector) the vectors
+live in the database, so no process holds a copy of the corpus.
+
+What is stored, per kind of document (memories, turns):
+
+- `<kind>_search_doc`: one row per memory or turn — its scope, BM25 length, the term bag the
+  in-process index would build (`bag`, term → frequency; a turn's holds its neighbours' terms and
+  its month and year at their weights), a turn's own terms (`own`, what a literal must be found
+  in), a `tsvector` of the bag's terms with a GIN index (candidate generation with `@@`), and,
+  when the `vector` extension is installed, the embedding as a pgvector `vector` with an HNSW
+  cosine index per dimension.
+- `tideline_search_df` (document frequency per scope and term) and `tideline_search_totals`
+  (documents and summed length per scope): BM25's collection statistics for any set of scopes,
+  exactly the N, df and average length the in-process index computes over the caller's scopes.
+- `tideline_search_speaker`: every turn speaker's terms, for reading a misspelt name as a
+  speaker's.
+
+Terms are computed in Python (the same `text_terms` and turn documents as the in-process index:
+stemmed words, jieba words, CJK bigrams), so triggers cannot compute them; instead triggers queue
+the changed row ids in `tideline_search_pending` in the writer's transaction, and the first search
+after a write (in any process) applies the queue under an advisory lock, in short transactions of
+its own. A committed write is therefore visible to the next search, whichever process runs it.
+
+A query builds a small candidate view — every document of the caller's scopes when they hold at
+most TIDELINE_SEARCH_POSTGRES_EXACT_ROWS, otherwise the best lexical candidates by BM25 computed
+in SQL, the nearest and farthest vectors, and the raw-text hits of term-less literals — and hands
+it to the same ranking code as the in-process index, with the collection statistics of the whole
+scope set. Rankings therefore match the SQLite backend.
+
+Literal substrings use ILIKE; with `pg_trgm` installed, GIN `gin_trgm_ops` indexes on the memory
+and turn text serve it. Without `pg_trgm` ILIKE scans (correct, slower on big stores).
+
+Without the `vector` extension, the fallback for semantic search is a per-process float32 matrix of
+the vectors only (`VectorIndex`, refreshed from the change log like the in-process index): memory
+grows with the store in that mode, by dim × 4 bytes per row; lexical search stays in the database.
+"""
+
+import json
+import logging
+import threading
+from collections import Counter
+
+import numpy as np
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
+
+from memory.models import ContextTurn, Memory
+from memory.search.index import (
+    MEMORY_FIELDS,
+    MemoryIndex,
+    SearchIndex,
+    TurnIndex,
+    _Columns,
+    _one_edit_apart,
+    epoch,
+    turn_documents,
+)
+from memory.search.text import query_literals, text_terms
+
+logger = logging.getLogger("tideline.search")
+
+DOC_TABLES = {"memory": "memory_search_doc", "turn": "turn_search_doc"}
+SOURCE_TABLES = {"memory": "memory_memory", "turn": "memory_contextturn"}
+PENDING = "tideline_search_pending"
+DF = "tideline_search_df"
+TOTALS = "tideline_search_totals"
+SPEAKERS = "tideline_search_speaker"
+# pg_advisory_xact_lock key serialising appliers of the pending queue ("tide" in ASCII).
+APPLY_LOCK = 0x74696465
+APPLY_CHUNK = 2000
+# A tsvector lexeme is at most 2046 bytes; longer terms are ranked but cannot generate candidates.
+MAX_LEXEME_BYTES = 2000
+FARTHEST = 50
+MEMORY_PENDING_WATCHED = "search_text, scope_id, embedding, embedding_model"
+TURN_PENDING_WATCHED = (
+    "scope_id, session_id, seq, occurred_at, speaker, content, embedding, embedding_model"
+)
+
+
+# --- schema ------------------------------------------------------------------------------------
+
+
+def _extension_ensure(schema_editor, name: str) -> bool:
+    """Install extension `name` when the server has it; False when it cannot be installed."""
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = %s", [name])
+        if cursor.fetchone() is None:
+            return False
+        try:
+            with transaction.atomic(using=schema_editor.connection.alias):
+                cursor.execute(f"CREATE EXTENSION IF NOT EXISTS {name}")
+        except DatabaseError:
+            logger.warning("PostgreSQL extension %s is available but could not be installed", name)
+            return False
+    return True
+
+
+def native_schema_install(schema_editor) -> None:
+    """Create the native search tables, triggers and indexes (PostgreSQL only)."""
+    if schema_editor.connection.vendor != "postgresql":
+        return
+    vector = _extension_ensure(schema_editor, "vector")
+    trigram = _extension_ensure(schema_editor, "pg_trgm")
+    for statement in native_schema_sql(vector=vector, trigram=trigram):
+        schema_editor.execute(statement)
+
+
+def native_schema_remove(schema_editor) -> None:
+    if schema_editor.connection.vendor != "postgresql":
+        return
+    for statement in native_schema_remove_sql():
+        schema_editor.execute(statement)
+
+
+def native_schema_sql(*, vector: bool, trigram: bool) -> list[str]:
+    statements = [
+        f"CREATE TABLE {PENDING} (seq BIGSERIAL PRIMARY KEY, kind TEXT NOT NULL, "
+        "row_id BIGINT NOT NULL)",
+        f"CREATE INDEX {PENDING}_kind ON {PENDING} (kind, seq)",
+        f"CREATE TABLE {DF} (kind TEXT NOT NULL, term TEXT NOT NULL, scope_id BIGINT NOT NULL, "
+        "df INTEGER NOT NULL, PRIMARY KEY (kind, term, scope_id))",
+        f"CREATE TABLE {TOTALS} (kind TEXT NOT NULL, scope_id BIGINT NOT NULL, "
+        "docs BIGINT NOT NULL, length DOUBLE PRECISION NOT NULL, PRIMARY KEY (kind, scope_id))",
+        f"CREATE TABLE {SPEAKERS} (term TEXT PRIMARY KEY)",
+    ]
+    for kind, table in DOC_TABLES.items():
+        statements += [
+            f"CREATE TABLE {table} (id BIGINT PRIMARY KEY, scope_id BIGINT NOT NULL, "
+            "length REAL NOT NULL, bag JSONB NOT NULL, own TEXT[], tsv TSVECTOR NOT NULL, "
+            "model TEXT, dim INTEGER" + (", embedding vector" if vector else "") + ")",
+            f"CREATE INDEX {table}_tsv ON {table} USING gin (tsv)",
+            f"CREATE INDEX {table}_scope ON {table} (scope_id)",
+            # Everything stored before this migration is indexed by the first search.
+            f"INSERT INTO {PENDING}(kind, row_id) SELECT '{kind}', id FROM {SOURCE_TABLES[kind]}",
+        ]
+    statements += [
+        "CREATE FUNCTION tideline_search_pend() RETURNS trigger AS $$ BEGIN "
+        f"IF TG_OP = 'DELETE' THEN INSERT INTO {PENDING}(kind, row_id) VALUES (TG_ARGV[0], OLD.id); "
+        f"ELSE INSERT INTO {PENDING}(kind, row_id) VALUES (TG_ARGV[0], NEW.id); END IF; "
+        "RETURN NULL; END; $$ LANGUAGE plpgsql",
+        # Django's test flush truncates the stored rows; their documents and statistics go too.
+        "CREATE FUNCTION tideline_search_truncate() RETURNS trigger AS $$ BEGIN "
+        "IF TG_ARGV[0] = 'memory' THEN TRUNCATE memory_search_doc; "
+        f"ELSE TRUNCATE turn_search_doc, {SPEAKERS}; END IF; "
+        f"DELETE FROM {DF} WHERE kind = TG_ARGV[0]; DELETE FROM {TOTALS} WHERE kind = TG_ARGV[0]; "
+        f"DELETE FROM {PENDING} WHERE kind = TG_ARGV[0]; RETURN NULL; END; $$ LANGUAGE plpgsql",
+    ]
+    for kind, watched in (("memory", MEMORY_PENDING_WATCHED), ("turn", TURN_PENDING_WATCHED)):
+        source = SOURCE_TABLES[kind]
+        changed = " OR ".join(
+            f"OLD.{column.strip()} IS DISTINCT FROM NEW.{column.strip()}"
+            for column in watched.split(",")
+        )
+        statements += [
+            f"CREATE TRIGGER {kind}_search_pend_aid AFTER INSERT OR DELETE ON {source} "
+            f"FOR EACH ROW EXECUTE FUNCTION tideline_search_pend('{kind}')",
+            f"CREATE TRIGGER {kind}_search_pend_au AFTER UPDATE OF {watched} ON {source} "
+            f"FOR EACH ROW WHEN ({changed}) EXECUTE FUNCTION tideline_search_pend('{kind}')",
+            f"CREATE TRIGGER {kind}_search_truncate AFTER TRUNCATE ON {source} "
+            f"FOR EACH STATEMENT EXECUTE FUNCTION tideline_search_truncate('{kind}')",
+        ]
+    if trigram:
+        statements += [
+            "CREATE INDEX memory_search_text_trgm ON memory_memory "
+            "USING gin (search_text gin_trgm_ops)",
+            "CREATE INDEX turn_search_content_trgm ON memory_contextturn "
+            "USING gin (content gin_trgm_ops)",
+        ]
+    return statements
+
+
+def native_schema_remove_sql() -> list[str]:
+    statements = []
+    for kind, source in SOURCE_TABLES.items():
+        statements += [
+            f"DROP TRIGGER IF EXISTS {kind}_search_pend_aid ON {source}",
+            f"DROP TRIGGER IF EXISTS {kind}_search_pend_au ON {source}",
+            f"DROP TRIGGER IF EXISTS {kind}_search_truncate ON {source}",
+        ]
+    return [
+        *statements,
+        "DROP INDEX IF EXISTS memory_search_text_trgm",
+        "DROP INDEX IF EXISTS turn_search_content_trgm",
+        "DROP FUNCTION IF EXISTS tideline_search_pend()",
+        "DROP FUNCTION IF EXISTS tideline_search_truncate()",
+        *(f"DROP TABLE IF EXISTS {table}" for table in DOC_TABLES.values()),
+        f"DROP TABLE IF EXISTS {PENDING}, {DF}, {TOTALS}, {SPEAKERS}",
+    ]
+
+
+# --- capabilities --------------------------------------------------------------------------------
+
+_capabilities: dict[str, dict[str, bool]] = {}
+_hnsw_ready: set[tuple[str, str, int]] = set()
+
+
+def native_active() -> bool:
+    """Whether searches on this connection use the database-native backend."""
+    return connection.vendor == "postgresql" and settings.TIDELINE_SEARCH_POSTGRES == "native"
+
+
+def capabilities() -> dict[str, bool]:
+    """{"vector": documents hold pgvector embeddings, "trigram": pg_trgm indexes the text}."""
+    database = connection.settings_dict
+    key = f"{database['HOST']}{database['OPTIONS'].get('host', '')}:{database['PORT']}/" + str(
+        database["NAME"]
+    )
+    found = _capabilities.get(key)
+    if found is None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_name = %s "
+                "AND column_name = 'embedding'",
+                [DOC_TABLES["memory"]],
+            )
+            vector = cursor.fetchone() is not None
+            cursor.execute("SELECT 1 FROM pg_indexes WHERE indexname = 'memory_search_text_trgm'")
+            trigram = cursor.fetchone() is not None
+        found = _capabilities[key] = {"vector": vector, "trigram": trigram}
+    return found
+
+
+# --- applying the pending queue ------------------------------------------------------------------
+
+
+def _python_terms(ids: list[int], texts: dict[int, str]) -> dict[int, list[str]]:
+    return {pk: text_terms(texts.get(pk, "")) for pk in ids}
+
+
+def _tsvector_terms(bag: dict[str, float]) -> list[str]:
+    return [term for term in bag if len(term.encode()) <= MAX_LEXEME_BYTES]
+
+
+def _vector_text(blob, model_id: str | None) -> tuple[str | None, int | None]:
+    if not blob or not model_id:
+        return None, None
+    vector = np.frombuffer(bytes(blob), dtype=np.float32)
+    return "[" + ",".join(map(str, vector.tolist())) + "]", int(vector.shape[0])
+
+
+def native_sync(kind: str) -> int:
+    """Apply the pending queue for `kind` to the stored documents and statistics; returns how
+    many rows were applied. Cheap (one indexed probe) when nothing is pending."""
+    applied = 0
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {PENDING} WHERE kind = %s)", [kind])
+        if not cursor.fetchone()[0]:
+            return 0
+    outer = connection.in_atomic_block
+    while True:
+        with transaction.atomic(), connection.cursor() as cursor:
+            if outer:
+                # Inside the caller's transaction the lock would be held until it ends: only
+                # apply when nobody else is, otherwise search what is already applied.
+                cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [APPLY_LOCK])
+                if not cursor.fetchone()[0]:
+                    return applied
+            else:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [APPLY_LOCK])
+            cursor.execute(
+                f"DELETE FROM {PENDING} WHERE seq IN (SELECT seq FROM {PENDING} WHERE kind = %s "
+                "ORDER BY seq LIMIT %s) RETURNING row_id",
+                [kind, APPLY_CHUNK],
+            )
+            ids = list(dict.fromkeys(row[0] for row in cursor.fetchall()))
+            if not ids:
+                return applied
+            _apply(cursor, kind, ids)
+            applied += len(ids)
+
+
+def _apply(cursor, kind: str, ids: list[int]) -> None:
+    table = DOC_TABLES[kind]
+    speakers: set[str] = set()
+    documents: dict[int, tuple[int, dict[str, float], list[str] | None, object, str | None]] = {}
+    if kind == "memory":
+        for pk, scope_id, text, blob, model_id in Memory.objects.filter(pk__in=ids).values_list(
+            "pk", "scope_id", "search_text", "embedding", "embedding_model"
+        ):
+            documents[pk] = (scope_id, Counter(text_terms(text or "")), None, blob, model_id)
+    else:
+        for document in turn_documents(ids, terms_for=_python_terms, speakers=speakers):
+            documents[document.pk] = (
+                document.values["scope"],
+                document.bag,
+                sorted(document.own),
+                document.blob,
+                document.model_id,
+            )
+    touched = sorted(set(ids) | set(documents))
+    cursor.execute(f"SELECT scope_id, length, bag FROM {table} WHERE id = ANY(%s)", [touched])
+    df: Counter = Counter()
+    totals: dict[int, list[float]] = {}
+    for scope_id, length, bag in cursor.fetchall():
+        bag = json.loads(bag) if isinstance(bag, str) else bag
+        for term in bag:
+            df[(term, scope_id)] -= 1
+        entry = totals.setdefault(scope_id, [0, 0.0])
+        entry[0] -= 1
+        entry[1] -= length
+    vector = capabilities()["vector"]
+    rows = []
+    for pk, (scope_id, bag, own, blob, model_id) in documents.items():
+        length = float(np.float32(sum(bag.values())))
+        for term in bag:
+            df[(term, scope_id)] += 1
+        entry = totals.setdefault(scope_id, [0, 0.0])
+        entry[0] += 1
+        entry[1] += length
+        text, dim = _vector_text(blob, model_id) if vector else (None, None)
+        if not text:
+            model_id = None
+        rows.append(
+            (pk, scope_id, length, json.dumps(bag), own, _tsvector_terms(bag), model_id, dim)
+            + ((text,) if vector else ())
+        )
+    gone = [pk for pk in ids if pk not in documents]
+    if gone:
+        cursor.execute(f"DELETE FROM {table} WHERE id = ANY(%s)", [gone])
+    if rows:
+        columns = "id, scope_id, length, bag, own, tsv, model, dim" + (
+            ", embedding" if vector else ""
+        )
+        values = "%s, %s, %s, %s::jsonb, %s, array_to_tsvector(%s::text[]), %s, %s" + (
+            ", %s::vector" if vector else ""
+        )
+        updates = ", ".join(f"{column} = EXCLUDED.{column}" for column in columns.split(", ")[1:])
+        cursor.executemany(
+            f"INSERT INTO {table} ({columns}) VALUES ({values}) "
+            f"ON CONFLICT (id) DO UPDATE SET {updates}",
+            rows,
+        )
+    changes = [(term, scope_id, delta) for (term, scope_id), delta in df.items() if delta]
+    if changes:
+        cursor.execute(
+            f"INSERT INTO {DF} (kind, term, scope_id, df) "
+            "SELECT %s, term, scope_id, delta FROM unnest(%s::text[], %s::bigint[], %s::int[]) "
+            "AS change(term, scope_id, delta) "
+            "ON CONFLICT (kind, term, scope_id) DO UPDATE SET df = tideline_search_df.df + "
+            "EXCLUDED.df",
+            [kind, *map(list, zip(*changes, strict=True))],
+        )
+    if totals:
+        cursor.execute(
+            f"INSERT INTO {TOTALS} (kind, scope_id, docs, length) "
+            "SELECT %s, scope_id, docs, length FROM unnest(%s::bigint[], %s::bigint[], "
+            "%s::float8[]) AS change(scope_id, docs, length) "
+            "ON CONFLICT (kind, scope_id) DO UPDATE SET docs = tideline_search_totals.docs + "
+            "EXCLUDED.docs, length = tideline_search_totals.length + EXCLUDED.length",
+            [
+                kind,
+                list(totals),
+                [entry[0] for entry in totals.values()],
+                [entry[1] for entry in totals.values()],
+            ],
+        )
+    if speakers:
+        cursor.execute(
+            f"INSERT INTO {SPEAKERS} (term) SELECT unnest(%s::text[]) ON CONFLICT DO NOTHING",
+            [sorted(speakers)],
+        )
+    if vector:
+        for model_id, dim in {(row[6], row[7]) for row in rows if row[7]}:
+            _hnsw_ensure(cursor, kind, model_id, dim)
+
+
+def _hnsw_ensure(cursor, kind: str, model_id: str, dim: int) -> None:
+    """An HNSW cosine index over this dimension's vectors (a `vector` column holds any dimension;
+    an index needs one)."""
+    table = DOC_TABLES[kind]
+    name = f"{table}_hnsw_{dim}"
+    if (table, name, dim) in _hnsw_ready:
+        return
+    cursor.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", [name])
+    if cursor.fetchone() is None:
+        cursor.execute(
+            f"CREATE INDEX IF NOT EXISTS {name} ON {table} USING hnsw "
+            f"((embedding::vector({dim})) vector_cosine_ops) WHERE dim = {dim}"
+        )
+    _hnsw_ready.add((table, name, dim))
+
+
+# --- the per-process handle and the per-query view ---------------------------------------------
+
+
+class VectorIndex(SearchIndex):
+    """The fallback without pgvector: this process's matrix of every vector (and its scope), no
+    terms."""
+
+    documents_hold_neighbours = False
+
+    def _load(self, ids: list[int]) -> None:
+        for pk, scope_id, blob, model_id in self.model.objects.filter(pk__in=ids).values_list(
+            "pk", "scope_id", "embedding", "embedding_model"
+        ):
+            self._add(pk, {"scope": scope_id}, {}, self._vector(blob, model_id))
+
+
+class MemoryVectorIndex(VectorIndex):
+    kind = "memory"
+    model = Memory
+
+
+class TurnVectorIndex(VectorIndex):
+    kind = "turn"
+    model = ContextTurn
+
+
+_vector_indexes: dict[str, VectorIndex] = {}
+_vector_lock = threading.Lock()
+
+
+def _vector_index(kind: str, model_id: str | None, dim: int) -> VectorIndex:
+    with _vector_lock:
+        index = _vector_indexes.get(kind)
+        if index is None or index.model_id != model_id or index.dim != dim:
+            index = (MemoryVectorIndex if kind == "memory" else TurnVectorIndex)(
+                model_id=model_id, dim=dim
+            )
+            _vector_indexes[kind] = index
+    index.refresh()
+    return index
+
+
+class NativeSearch:
+    """What `search_index` returns in native mode: no corpus, only what a query needs to embed
+    itself; `narrow` builds the query's candidate view."""
+
+    def __init__(self, *, kind: str, model_id: str | None, dim: int) -> None:
+        self.kind = kind
+        self.model_id = model_id
+        self.dim = dim
+
+    def refresh(self) -> None:
+        native_sync(self.kind)
+        if self.model_id is not None and self.dim and not capabilities()["vector"]:
+            _vector_index(self.kind, self.model_id, self.dim)
+
+    def narrow(self, *, query: str, scope_ids: list[int], vector: np.ndarray | None):
+        return native_view(
+            kind=self.kind,
+            query=query,
+            scope_ids=scope_ids,
+            vector=vector,
+            model_id=self.model_id,
+            dim=self.dim,
+        )
+
+
+def _tsquery(terms: list[str]) -> str:
+    quoted = (
+        "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
+        for term in terms
+        if len(term.encode()) <= MAX_LEXEME_BYTES
+    )
+    return " | ".join(quoted)
+
+
+def _terms_resolve(terms: list[str], known: set[str], speakers: set[str]) -> list[str]:
+    """The in-process index's reading of a misspelt speaker name (see SearchIndex.terms_resolve),
+    against the stored terms."""
+    if not speakers:
+        return terms
+    return [
+        term
+        if term in known or len(term) < 4
+        else next((name for name in sorted(speakers) if _one_edit_apart(term, name)), term)
+        for term in terms
+    ]
+
+
+def native_view(
+    *,
+    kind: str,
+    query: str,
+    scope_ids: list[int],
+    vector: np.ndarray | None,
+    model_id: str | None,
+    dim: int,
+) -> SearchIndex:
+    """The candidate rows for `query` in `scope_ids`, as an index the ranking code reads."""
+    table = DOC_TABLES[kind]
+    query_terms = text_terms(query)
+    literal_terms = [term for literal in query_literals(query) for term in text_terms(literal)]
+    with connection.cursor() as cursor:
+        speakers: set[str] = set()
+        if kind == "turn":
+            cursor.execute(
+                f"SELECT term FROM {SPEAKERS} WHERE length(term) BETWEEN %s AND %s",
+                [
+                    min((len(term) for term in query_terms), default=0) - 1,
+                    max((len(term) for term in query_terms), default=0) + 1,
+                ],
+            )
+            speakers = {row[0] for row in cursor.fetchall()}
+        asked = list(dict.fromkeys(query_terms + literal_terms))
+        cursor.execute(
+            f"SELECT term, scope_id, df FROM {DF} WHERE kind = %s AND term = ANY(%s) AND df > 0",
+            [kind, asked + sorted(speakers)],
+        )
+        df: Counter = Counter()
+        known: set[str] = set()
+        for term, scope_id, count in cursor.fetchall():
+            known.add(term)
+            if scope_id in scope_ids:
+                df[term] += count
+        terms = _terms_resolve(query_terms, known, speakers)
+        lookup = list(dict.fromkeys(terms + literal_terms))
+        cursor.execute(
+            f"SELECT coalesce(sum(docs), 0), coalesce(sum(length), 0) FROM {TOTALS} "
+            "WHERE kind = %s AND scope_id = ANY(%s)",
+            [kind, scope_ids],
+        )
+        total, summed = cursor.fetchone()
+        total = int(total)
+        average = float(summed) / total if total else 0.0
+        exact = total <= settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS
+        pgvector = capabilities()["vector"] and vector is not None and bool(dim)
+        cosines: dict[int, float] = {}
+        if exact:
+            cursor.execute(f"SELECT id FROM {table} WHERE scope_id = ANY(%s)", [scope_ids])
+            ids = {row[0] for row in cursor.fetchall()}
+        else:
+            ids = _lexical_candidates(
+                cursor, kind, terms, scope_ids, df=df, total=total, average=average
+            )
+            ids |= _literal_candidates(kind, query, scope_ids)
+            if vector is not None and dim:
+                if pgvector:
+                    ids |= _pgvector_candidates(cursor, kind, vector, scope_ids, model_id, dim)
+                else:
+                    found = _matrix_candidates(kind, vector, scope_ids, model_id, dim)
+                    cosines.update(found)
+                    ids |= set(found)
+        ordered = sorted(ids)
+        tf_columns = ", ".join(["(bag ->> %s)::float8"] * len(lookup))
+        owns = literal_terms if kind == "turn" else []
+        own_columns = ", ".join(["own @> ARRAY[%s]::text[]"] * len(owns))
+        cosine_column = "NULL"
+        params: list = [*lookup, *owns]
+        if pgvector:
+            cosine_column = (
+                f"CASE WHEN model = %s AND dim = %s THEN -(embedding::vector({dim}) <#> "
+                f"%s::vector({dim})) END"
+            )
+            params += [model_id, dim, _vector_literal(vector)]
+        cursor.execute(
+            f"SELECT id, scope_id, length, ARRAY[{tf_columns}]::float8[], "
+            f"ARRAY[{own_columns}]::boolean[], "
+            f"{cosine_column} FROM {table} WHERE id = ANY(%s)",
+            [*params, ordered],
+        )
+        docs = {row[0]: row[1:] for row in cursor.fetchall()}
+    if vector is not None and dim and not pgvector and exact:
+        cosines.update(_matrix_cosines(kind, vector, sorted(docs), model_id, dim))
+    view_class = MemoryView if kind == "memory" else TurnView
+    return view_class(
+        model_id=model_id,
+        dim=dim,
+        docs=docs,
+        lookup=lookup,
+        literal_terms=literal_terms,
+        cosines={pk: row[4] for pk, row in docs.items() if row[4] is not None} or cosines,
+        total=total,
+        average=average,
+        df=df,
+        known=known,
+        speakers=speakers,
+    )
+
+
+def _vector_literal(vector: np.ndarray) -> str:
+    return "[" + ",".join(map(str, np.asarray(vector, dtype=np.float32).tolist())) + "]"
+
+
+def _lexical_candidates(
+    cursor, kind: str, terms: list[str], scope_ids: list[int], *, df, total: int, average: float
+) -> set[int]:
+    """The best TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES documents by BM25, computed in SQL
+    with the same formula and statistics as the ranking."""
+    unique = [term for term in dict.fromkeys(terms) if df.get(term)]
+    if not unique:
+        return set()
+    k1 = settings.TIDELINE_SEARCH_BM25_K1
+    b = settings.TIDELINE_SEARCH_BM25_B
+    average = average or 1.0
+    parts = []
+    params: list = []
+    for term in unique:
+        idf = float(np.log(1 + (total - df[term] + 0.5) / (df[term] + 0.5)))
+        parts.append(
+            "coalesce(%s * (bag ->> %s)::float8 * %s / ((bag ->> %s)::float8 + "
+            "%s * (1 - %s + %s * length / %s)), 0)"
+        )
+        params += [idf, term, k1 + 1, term, k1, b, b, average]
+    cursor.execute(
+        f"SELECT id FROM {DOC_TABLES[kind]} WHERE scope_id = ANY(%s) AND tsv @@ %s::tsquery "
+        f"ORDER BY {' + '.join(parts)} DESC, id LIMIT %s",
+        [
+            scope_ids,
+            _tsquery(unique),
+            *params,
+            settings.TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES,
+        ],
+    )
+    return {row[0] for row in cursor.fetchall()}
+
+
+def _literal_candidates(kind: str, query: str, scope_ids: list[int]) -> set[int]:
+    """Rows whose raw text holds a literal that has no terms of its own (found only verbatim)."""
+    found: set[int] = set()
+    cap = settings.TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES
+    for literal in query_literals(query):
+        if text_terms(literal):
+            continue
+        if kind == "memory":
+            rows = Memory.objects.filter(scope_id__in=scope_ids, search_text__icontains=literal)
+        else:
+            rows = ContextTurn.objects.filter(scope_id__in=scope_ids, content__icontains=literal)
+        found |= set(rows.order_by("pk").values_list("pk", flat=True)[:cap])
+    return found
+
+
+def _pgvector_candidates(
+    cursor, kind: str, vector: np.ndarray, scope_ids: list[int], model_id: str | None, dim: int
+) -> set[int]:
+    """The nearest documents by cosine (HNSW), and the farthest: the nearest to the negated query,
+    so the semantic share's min-max scale sees the same extremes as a full scan."""
+    table = DOC_TABLES[kind]
+    found: set[int] = set()
+    count = settings.TIDELINE_SEARCH_POSTGRES_SEMANTIC_CANDIDATES
+    with transaction.atomic():
+        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        cursor.execute("SET LOCAL hnsw.ef_search = %s", [max(40, min(1000, count))])
+        for probe, limit in ((vector, count), (-vector, FARTHEST)):
+            cursor.execute(
+                f"SELECT id FROM {table} WHERE dim = %s AND model = %s AND scope_id = ANY(%s) "
+                f"ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT %s",
+                [dim, model_id, scope_ids, _vector_literal(probe), limit],
+            )
+            found |= {row[0] for row in cursor.fetchall()}
+    return found
+
+
+def _matrix_rows(index: VectorIndex, scope_ids: list[int]) -> np.ndarray:
+    table = index.table
+    mask = table["alive"] & table["has_vector"]
+    scopes = np.zeros(table.size, dtype=bool)
+    for scope_id in set(scope_ids):
+        scopes |= table["scope"] == scope_id
+    return np.flatnonzero(mask & scopes)
+
+
+def _matrix_candidates(
+    kind: str, vector: np.ndarray, scope_ids: list[int], model_id: str | None, dim: int
+) -> dict[int, float]:
+    """The fallback's nearest and farthest rows with their exact cosines."""
+    index = _vector_index(kind, model_id, dim)
+    with index.lock:
+        rows = _matrix_rows(index, scope_ids)
+        if not len(rows):
+            return {}
+        cosine, _ = index.cosines(vector)
+        cosine = cosine[rows]
+        count = min(len(rows), settings.TIDELINE_SEARCH_POSTGRES_SEMANTIC_CANDIDATES)
+        near = rows[np.argpartition(-cosine, count - 1)[:count]]
+        far = rows[np.argpartition(cosine, min(len(rows), FARTHEST) - 1)[:FARTHEST]]
+        chosen = np.union1d(near, far)
+        exact = index.exact_cosines(vector, chosen)
+        return {
+            int(index.table["id"][row]): float(value)
+            for row, value in zip(chosen, exact, strict=True)
+        }
+
+
+def _matrix_cosines(
+    kind: str, vector: np.ndarray, ids: list[int], model_id: str | None, dim: int
+) -> dict[int, float]:
+    index = _vector_index(kind, model_id, dim)
+    with index.lock:
+        rows = [index.row_of[pk] for pk in ids if pk in index.row_of]
+        rows = np.asarray([row for row in rows if index.table["has_vector"][row]], dtype=np.int64)
+        if not len(rows):
+            return {}
+        exact = index.exact_cosines(vector, rows)
+        return {
+            int(index.table["id"][row]): float(value)
+            for row, value in zip(rows, exact, strict=True)
+        }
+
+
+class _View:
+    """A candidate view: the ranking code's index interface over a few rows, with BM25's
+    collection statistics those of the caller's whole scope set."""
+
+    def __init__(
+        self,
+        *,
+        model_id,
+        dim,
+        docs,
+        lookup,
+        literal_terms,
+        cosines,
+        total,
+        average,
+        df,
+        known,
+        speakers,
+    ) -> None:
+        super().__init__(model_id=model_id, dim=dim)
+        self.loaded = True
+        self.total = total
+        self.average = average
+        self.df = df
+        self.known = known
+        self.speaker_terms = speakers
+        self._cosine = np.zeros(0, dtype=np.float32)
+        self._fill(docs, lookup, literal_terms, cosines)
+
+    def _reset(self) -> None:
+        super()._reset()
+        # No vectors are held: cosines come from the database (or the fallback matrix).
+        self.table = _Columns(self.table.spec, 0)
+
+    def _fill(self, docs, lookup, literal_terms, cosines) -> None:
+        values = self._values(sorted(docs))
+        cosine = []
+        for pk in sorted(values):
+            _, length, tfs, owns, _ = docs[pk]
+            row = self.table.append({**values[pk], "id": pk, "alive": True, "length": length}, None)
+            self.row_of[pk] = row
+            bag = {term: tf for term, tf in zip(lookup, tfs, strict=True) if tf is not None}
+            self.postings.add(row, bag)
+            if self.documents_hold_neighbours and literal_terms:
+                own = {term: 1.0 for term, held in zip(literal_terms, owns, strict=True) if held}
+                self.own_postings.add(row, own)
+            found = cosines.get(pk)
+            if found is not None:
+                self.table.data["has_vector"][row] = True
+            cosine.append(found if found is not None else 0.0)
+        self._cosine = np.asarray(cosine, dtype=np.float32)
+
+    def refresh(self) -> None:
+        return
+
+    def narrow(self, *, query, scope_ids, vector):
+        return self
+
+    def bm25(self, terms: list[str], eligible: np.ndarray, stats_rows: np.ndarray) -> np.ndarray:
+        size = self.table.size
+        scores = np.zeros(size, dtype=np.float32)
+        if not terms or not self.total:
+            return scores
+        k1 = settings.TIDELINE_SEARCH_BM25_K1
+        b = settings.TIDELINE_SEARCH_BM25_B
+        lengths = self.table["length"]
+        average = self.average or 1.0
+        for term in dict.fromkeys(terms):
+            posting = self.postings.get(term)
+            df = self.df.get(term, 0)
+            if posting is None or df == 0:
+                continue
+            rows, tfs = posting
+            keep = eligible[rows]
+            rows, tfs = rows[keep], tfs[keep]
+            if not len(rows):
+                continue
+            idf = np.log(1 + (self.total - df + 0.5) / (df + 0.5))
+            norm = k1 * (1 - b + b * lengths[rows] / average)
+            scores[rows] += idf * tfs * (k1 + 1) / (tfs + norm)
+        return scores
+
+    def ideal_bm25(self, terms: list[str], stats_rows: np.ndarray) -> float:
+        ideal = 0.0
+        for term in dict.fromkeys(terms):
+            df = self.df.get(term, 0)
+            if df:
+                ideal += float(np.log(1 + (self.total - df + 0.5) / (df + 0.5)))
+        return ideal
+
+    def terms_resolve(self, terms: list[str]) -> list[str]:
+        return _terms_resolve(terms, self.known, self.speaker_terms)
+
+    def cosines(self, vector: np.ndarray) -> tuple[np.ndarray, bool]:
+        return self._cosine.copy(), False
+
+    def exact_cosines(self, vector: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return self._cosine[rows]
+
+
+class MemoryView(_View, MemoryIndex):
+    def _values(self, ids: list[int]) -> dict[int, dict]:
+        from memory.search.index import memory_values
+
+        return {
+            row[0]: memory_values(row)
+            for row in Memory.objects.filter(pk__in=ids).values_list(*MEMORY_FIELDS)
+        }
+
+
+class TurnView(_View, TurnIndex):
+    def _values(self, ids: list[int]) -> dict[int, dict]:
+        return {
+            pk: {
+                "scope": scope_id,
+                "session": session_id,
+                "seq": seq,
+                "occurred_at": epoch(occurred_at, 0.0),
+            }
+            for pk, scope_id, session_id, seq, occurred_at in ContextTurn.objects.filter(
+                pk__in=ids
+            ).values_list("pk", "scope_id", "session_id", "seq", "occurred_at")
+        }

@@ -1,0 +1,260 @@
+"""The PostgreSQL-native search backend (memory/search/postgres.py): what it stores, that a process
+holds no corpus, and that its candidate views rank exactly as the in-process index does.
+
+On system PostgreSQL 15 this covers pg_trgm and the vector fallback; test_pgvector_server.py runs
+this module and the search suite again on PostgreSQL 16 with pgvector (and no pg_trgm).
+"""
+
+import gc
+import os
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from memory.models import ContextTurn, Memory
+from memory.search import memory_search, postgres, service, turn_search
+from memory.search.index import MemoryIndex, SearchIndex, TurnIndex
+from memory.search.text import text_terms
+from memory.services.timeline import TurnInput, session_start, turns_record
+
+pytestmark = pytest.mark.django_db
+
+SENTENCES = [
+    "Deployed whale-listen to the staging cluster on Friday",
+    "The whale listening service keeps a microphone open for whale songs",
+    "处理边界条件时先写兜底逻辑",
+    "今天把数据库迁移到了新的服务器",
+    "The nightly backup of the archive runs at 3 am",
+    "We moved the archive database from MySQL to PostgreSQL",
+    "Rate limits on the public API are 100 requests per minute",
+    "The user prefers neovim for editing code",
+    "Dark mode in every tool, the user insists",
+    "Retry policy of the crawler: three attempts with backoff",
+    "テストの自動化を進めている",
+    "El equipo prefiere el despliegue con Docker",
+    "ticket tl-4711 tracks the flaky archive export",
+    "ticket tl-4712 tracks the slow search page",
+]
+QUERIES = [
+    "whale-listen",
+    "whale songs",
+    "边界",
+    "archive database",
+    "backup",
+    "tl-4711",
+    '"archive export"',
+    "what editor does the user like",
+    "Docker",
+    "テスト",
+    "rate limits api",
+]
+
+
+@pytest.fixture
+def postgresql(db):
+    if connection.vendor != "postgresql":
+        pytest.skip("the native backend is PostgreSQL's")
+    service._indexes.clear()
+
+
+def _corpus(scope, write_narrative, django_capture_on_commit_callbacks) -> list[int]:
+    now = timezone.now()
+    written = [
+        write_narrative(scope, text, valid_from=now - timedelta(days=index))
+        for index, text in enumerate(SENTENCES)
+    ]
+    session = session_start(runtime="test", external_id="native", scope_id=scope.pk)
+    with django_capture_on_commit_callbacks(execute=True):
+        turns_record(
+            session_id=session.pk,
+            turns=[
+                TurnInput(
+                    role="user" if index % 2 else "assistant",
+                    speaker="Aqib" if index % 2 else "assistant",
+                    content=text,
+                    occurred_at=datetime(2023, 5, 1 + index, 12, tzinfo=UTC),
+                )
+                for index, text in enumerate(SENTENCES)
+            ],
+        )
+    return [memory.pk for memory in written]
+
+
+def _ranked(scope_ids) -> dict:
+    found = {}
+    for query in [*QUERIES, "what did Akib say about whales"]:
+        memories = memory_search(query=query, scope_ids=scope_ids, limit=8)
+        turns = turn_search(query=query, scope_ids=scope_ids, limit=8)
+        found[query] = (
+            [(hit.memory.pk, round(hit.score, 4)) for hit in memories],
+            [(hit.turn.pk, round(hit.score, 4)) for hit in turns],
+        )
+    return found
+
+
+def test_it_keeps_no_corpus_in_the_process(
+    postgresql, project_scope, write_narrative, django_capture_on_commit_callbacks
+):
+    _corpus(project_scope, write_narrative, django_capture_on_commit_callbacks)
+    gc.collect()
+    hits = memory_search(query="whale-listen", scope_ids=[project_scope.pk])
+    turns = turn_search(query="whale songs", scope_ids=[project_scope.pk])
+    assert hits and turns
+    assert isinstance(service._indexes["memory"], postgres.NativeSearch)
+    assert isinstance(service._indexes["turn"], postgres.NativeSearch)
+    # No in-process index of the corpus exists anywhere in this process (views are per query).
+    assert not [item for item in gc.get_objects() if type(item) in (MemoryIndex, TurnIndex)]
+    if postgres.capabilities()["vector"]:
+        assert not postgres._vector_indexes
+    else:
+        # The documented fallback: vectors only, no terms.
+        for index in postgres._vector_indexes.values():
+            assert not index.postings._lists
+
+
+def test_it_stores_the_bm25_statistics_of_every_scope(
+    postgresql, project_scope, other_project_scope, write_narrative
+):
+    first = write_narrative(project_scope, "the archive tool exports whale songs")
+    write_narrative(project_scope, "whale songs at night")
+    write_narrative(other_project_scope, "the billing service sends invoices")
+    postgres.native_sync("memory")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT scope_id, docs, length FROM {postgres.TOTALS} WHERE kind = 'memory'"
+        )
+        totals = {scope_id: (docs, length) for scope_id, docs, length in cursor.fetchall()}
+        cursor.execute(f"SELECT term, scope_id, df FROM {postgres.DF} WHERE kind = 'memory'")
+        df = {(term, scope_id): count for term, scope_id, count in cursor.fetchall() if count}
+    expected_df: Counter = Counter()
+    expected_totals: dict[int, list] = {}
+    for memory in Memory.objects.all():
+        terms = text_terms(memory.search_text)
+        expected_df.update((term, memory.scope_id) for term in set(terms))
+        entry = expected_totals.setdefault(memory.scope_id, [0, 0.0])
+        entry[0] += 1
+        entry[1] += len(terms)
+    assert df == dict(expected_df)
+    assert {key: (docs, pytest.approx(length)) for key, (docs, length) in totals.items()} == {
+        key: (docs, pytest.approx(length)) for key, (docs, length) in expected_totals.items()
+    }
+    # A changed text moves its document frequencies in the same step.
+    Memory.objects.filter(pk=first.pk).update(search_text="invoices for the lighthouse")
+    postgres.native_sync("memory")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT term, df FROM {postgres.DF} WHERE kind = 'memory' AND scope_id = %s",
+            [project_scope.pk],
+        )
+        now = dict(cursor.fetchall())
+    assert now[text_terms("whale")[0]] == 1
+    assert now[text_terms("lighthouse")[0]] == 1
+
+
+def test_it_ranks_narrowed_candidates_as_the_in_process_index_does(
+    postgresql,
+    settings,
+    project_scope,
+    other_project_scope,
+    write_narrative,
+    django_capture_on_commit_callbacks,
+):
+    _corpus(project_scope, write_narrative, django_capture_on_commit_callbacks)
+    write_narrative(other_project_scope, "whale songs and the archive database, elsewhere")
+    scope_ids = [project_scope.pk, other_project_scope.pk]
+    settings.TIDELINE_SEARCH_POSTGRES = "process"
+    in_process = _ranked(scope_ids)
+    settings.TIDELINE_SEARCH_POSTGRES = "native"
+    assert _ranked(scope_ids) == in_process
+    # Past EXACT_ROWS the view is built from BM25 in SQL, nearest vectors and literal hits.
+    settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = 0
+    assert _ranked(scope_ids) == in_process
+    assert any(memories for memories, _ in in_process.values())
+    assert any(turns for _, turns in in_process.values())
+
+
+def test_it_finds_a_write_from_another_transaction_at_the_next_search(
+    postgresql, project_scope, write_narrative
+):
+    assert memory_search(query="lighthouse", scope_ids=[project_scope.pk]) == []
+    written = write_narrative(project_scope, "the lighthouse keeper logs every ship")
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {postgres.PENDING} WHERE kind = 'memory'")
+        assert cursor.fetchone()[0] >= 1
+    assert memory_search(query="lighthouse", scope_ids=[project_scope.pk])[0].memory.pk == (
+        written.pk
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {postgres.PENDING} WHERE kind = 'memory'")
+        assert cursor.fetchone()[0] == 0
+
+
+def test_it_serves_literals_through_pg_trgm_when_installed(postgresql, project_scope):
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'pg_trgm'")
+        available = cursor.fetchone() is not None
+        cursor.execute(
+            "EXPLAIN SELECT id FROM memory_memory WHERE search_text ILIKE '%%whale-listen%%'"
+        )
+        plan = " ".join(row[0] for row in cursor.fetchall())
+    assert postgres.capabilities()["trigram"] == available
+    if available:
+        assert "memory_search_text_trgm" in plan or "Seq Scan" in plan
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute(
+                "EXPLAIN SELECT id FROM memory_memory WHERE search_text ILIKE '%%whale-listen%%'"
+            )
+            assert "memory_search_text_trgm" in " ".join(row[0] for row in cursor.fetchall())
+
+
+def test_it_uses_pgvector_where_the_server_has_it(postgresql, project_scope, write_narrative):
+    """On a server with the `vector` extension the documents hold pgvector embeddings under an
+    HNSW index; TIDELINE_TEST_EXPECT_PGVECTOR=1 (set by test_pgvector_server.py) makes it a must."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
+        available = cursor.fetchone() is not None
+    if os.environ.get("TIDELINE_TEST_EXPECT_PGVECTOR") == "1":
+        assert available
+    assert postgres.capabilities()["vector"] == available
+    target = write_narrative(project_scope, "写代码用 neovim")
+    write_narrative(project_scope, "周末去海边散步，天气很好")
+    hits = memory_search(query="编辑器是 nvim", scope_ids=[project_scope.pk])
+    assert hits[0].memory.pk == target.pk and hits[0].semantic is not None
+    if available:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT indexdef FROM pg_indexes WHERE tablename = 'memory_search_doc' "
+                "AND indexdef LIKE '%%hnsw%%'"
+            )
+            assert "vector_cosine_ops" in cursor.fetchone()[0]
+        assert not postgres._vector_indexes
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_forgets_the_documents_of_truncated_rows(postgresql, project_scope):
+    """Django's flush between transactional tests truncates the stored rows."""
+    session = session_start(runtime="test", external_id="gone", scope_id=project_scope.pk)
+    turns = turns_record(
+        session_id=session.pk,
+        turns=[TurnInput(role="user", content="a turn about lighthouses", speaker="user")],
+    )
+    postgres.native_sync("turn")
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE memory_contextturn CASCADE")
+        cursor.execute("SELECT count(*) FROM turn_search_doc")
+        assert cursor.fetchone()[0] == 0
+        cursor.execute(f"SELECT count(*) FROM {postgres.DF} WHERE kind = 'turn'")
+        assert cursor.fetchone()[0] == 0
+    assert not ContextTurn.objects.filter(pk=turns[0].pk).exists()
+    assert turn_search(query="lighthouses", scope_ids=[project_scope.pk]) == []
+
+
+def test_it_adds_nothing_to_sqlite(db):
+    if connection.vendor != "sqlite":
+        pytest.skip("checks the SQLite schema")
+    assert "memory_search_doc" not in connection.introspection.table_names()
+    assert isinstance(service.search_index("memory"), SearchIndex)
