@@ -191,7 +191,6 @@ def native_schema_remove_sql() -> list[str]:
 # --- capabilities --------------------------------------------------------------------------------
 
 _capabilities: dict[str, dict[str, bool]] = {}
-_hnsw_ready: set[tuple[str, str, int]] = set()
 
 
 def native_active() -> bool:
@@ -360,24 +359,21 @@ def _apply(cursor, kind: str, ids: list[int]) -> None:
             [sorted(speakers)],
         )
     if vector:
-        for model_id, dim in {(row[6], row[7]) for row in rows if row[7]}:
-            _hnsw_ensure(cursor, kind, model_id, dim)
+        for dim in {row[7] for row in rows if row[7]}:
+            _hnsw_ensure(cursor, kind, dim)
 
 
-def _hnsw_ensure(cursor, kind: str, model_id: str, dim: int) -> None:
+def _hnsw_ensure(cursor, kind: str, dim: int) -> None:
     """An HNSW cosine index over this dimension's vectors (a `vector` column holds any dimension;
     an index needs one)."""
     table = DOC_TABLES[kind]
     name = f"{table}_hnsw_{dim}"
-    if (table, name, dim) in _hnsw_ready:
-        return
     cursor.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", [name])
     if cursor.fetchone() is None:
         cursor.execute(
             f"CREATE INDEX IF NOT EXISTS {name} ON {table} USING hnsw "
             f"((embedding::vector({dim})) vector_cosine_ops) WHERE dim = {dim}"
         )
-    _hnsw_ready.add((table, name, dim))
 
 
 # --- the per-process handle and the per-query view ---------------------------------------------
