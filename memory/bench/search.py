@@ -1,4 +1,4 @@
-"""memory_search latency at scale on generated memories (SQLite, configured embedder).
+"""memory_search latency at scale on generated memories (configured database and embedder).
 
 `--n 10000,100000` grows one store through each size and measures at each: N narratives in one
 project scope, multilingual sentences built from word lists, then `memory_search` timed end to end —
@@ -18,6 +18,7 @@ import time
 import numpy as np
 from django.core.management.base import CommandError
 from django.db import connection, transaction
+from django.test import override_settings
 from django.utils import timezone
 
 SUBJECTS = [
@@ -77,6 +78,12 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument("--queries", type=int, default=200, help="timed queries per size")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--modes",
+        default="native",
+        help="PostgreSQL only: search backends to measure on the same rows, comma separated "
+        "(native = in the database, process = the per-process index)",
+    )
 
 
 def _sentence(rng: random.Random) -> str:
@@ -162,19 +169,53 @@ def _queries(rng: random.Random, n: int, count: int) -> list[str]:
     return queries
 
 
+def _rss_mb() -> float:
+    """This process's resident memory now (Linux), else its peak."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _caches_drop() -> None:
+    """Forget this process's search indexes, as a freshly started worker has none."""
+    import gc
+
+    from memory.search import postgres, service
+
+    service._indexes.clear()
+    postgres._vector_indexes.clear()
+    gc.collect()
+
+
 def _measure(n: int, scope_ids: list[int], rng: random.Random, count: int, out) -> None:
-    from memory.search import memory_search
+    from memory.search import memory_search, postgres
     from memory.search.service import search_index
 
+    _caches_drop()
+    rss_before = _rss_mb()
     started = time.perf_counter()
     index = search_index("memory")
     refresh_s = time.perf_counter() - started
+    native = isinstance(index, postgres.NativeSearch)
     queries = _queries(rng, n, count)
     for query in queries[:5]:
         memory_search(query=query, scope_ids=scope_ids)
-    projected = index.basis is not None
-    columns = sum(column.nbytes for column in index.table.data.values())
-    megabytes = (index.table.vectors.nbytes + index.projected.nbytes + columns) / 1e6
+    if native:
+        vectors = "pgvector HNSW" if postgres.capabilities()["vector"] else "in-process matrix"
+        held = f"no corpus in process (vectors: {vectors})"
+        projected = False
+    else:
+        projected = index.basis is not None
+        columns = sum(column.nbytes for column in index.table.data.values())
+        megabytes = (index.table.vectors.nbytes + index.projected.nbytes + columns) / 1e6
+        held = f"~{megabytes:.0f} MB in process"
     timings = []
     found = 0
     misses = 0
@@ -185,18 +226,37 @@ def _measure(n: int, scope_ids: list[int], rng: random.Random, count: int, out) 
         found += bool(hits)
         if query.startswith("tl-") and (not hits or query + ")" not in hits[0].memory.search_text):
             misses += 1
+    rss_after = _rss_mb()
+    # A fresh process: nothing loaded, every index built (or queue applied) on the first query.
+    _caches_drop()
+    began = time.perf_counter()
+    memory_search(query=queries[1], scope_ids=scope_ids, limit=10)
+    cold_ms = (time.perf_counter() - began) * 1000
     timings.sort()
     load = " ".join(f"{value:.1f}" for value in os.getloadavg())
+    backend = connection.vendor + (
+        f" ({'native' if native else 'in-process index'})"
+        if connection.vendor == "postgresql"
+        else ""
+    )
     out("")
-    out(f"memory_search over {n:,} memories: {count} queries, limit 10, incl. query embedding")
+    out(
+        f"memory_search over {n:,} memories on {backend}: {count} queries, limit 10, "
+        "incl. query embedding"
+    )
     out(
         f"  p50 {statistics.median(timings):.1f} ms   "
         f"p95 {timings[min(len(timings) - 1, int(0.95 * len(timings)))]:.1f} ms   "
         f"mean {statistics.fmean(timings):.1f} ms   max {timings[-1]:.1f} ms"
     )
     out(
-        f"  index refresh to this size {refresh_s:.1f} s, ~{megabytes:.0f} MB in process, "
+        f"  {'pending queue applied' if native else 'index refresh to this size'} "
+        f"{refresh_s:.1f} s, {held}, "
         f"cosine scan {'projected + exact shortlist' if projected else 'exact'}"
+    )
+    out(
+        f"  process RSS {rss_before:.0f} MB before the index, {rss_after:.0f} MB after the "
+        f"queries; cold first query (fresh process state) {cold_ms:.0f} ms"
     )
     out(f"  queries with hits {found}/{count}; ticket ids not ranked first: {misses}")
     out(f"  machine load average (1/5/15 min): {load} on {os.cpu_count()} cores")
@@ -238,6 +298,11 @@ def run(command, options) -> None:
         raise CommandError("--n and --queries must be positive")
     if embedder_get() is None:
         raise CommandError("the search bench needs an embedder (TIDELINE_EMBEDDER is none)")
+    modes = [part.strip() for part in str(options["modes"]).split(",") if part.strip()]
+    if connection.vendor != "postgresql":
+        modes = ["native"]
+    elif not modes or not set(modes) <= {"native", "process"}:
+        raise CommandError("--modes takes native, process or both (native,process)")
     out = command.stdout.write
     rng = random.Random(options["seed"])
     old_name = connection.settings_dict["NAME"]
@@ -251,6 +316,8 @@ def run(command, options) -> None:
         for size in sizes:
             _generate(stored, size, scope.pk, rng, cache, out)
             stored = size
-            _measure(size, scope_ids, rng, count, out)
+            for mode in modes:
+                with override_settings(TIDELINE_SEARCH_POSTGRES=mode):
+                    _measure(size, scope_ids, random.Random(options["seed"]), count, out)
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)

@@ -46,13 +46,15 @@ from django.db import DatabaseError, connection, transaction
 
 from memory.models import ContextTurn, Memory
 from memory.search.index import (
-    MEMORY_FIELDS,
+    LAYER_CODES,
+    NO_TIME,
+    STATUS_CODES,
+    TYPE_CODES,
     MemoryIndex,
     SearchIndex,
     TurnIndex,
     _Columns,
     _one_edit_apart,
-    epoch,
     turn_documents,
 )
 from memory.search.text import query_literals, text_terms
@@ -513,10 +515,7 @@ def native_view(
         exact = total <= settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS
         pgvector = capabilities()["vector"] and vector is not None and bool(dim)
         cosines: dict[int, float] = {}
-        if exact:
-            cursor.execute(f"SELECT id FROM {table} WHERE scope_id = ANY(%s)", [scope_ids])
-            ids = {row[0] for row in cursor.fetchall()}
-        else:
+        if not exact:
             ids = _lexical_candidates(
                 cursor, kind, terms, scope_ids, df=df, total=total, average=average
             )
@@ -528,35 +527,58 @@ def native_view(
                     found = _matrix_candidates(kind, vector, scope_ids, model_id, dim)
                     cosines.update(found)
                     ids |= set(found)
-        ordered = sorted(ids)
-        tf_columns = ", ".join(["(bag ->> %s)::float8"] * len(lookup))
         owns = literal_terms if kind == "turn" else []
-        own_columns = ", ".join(["own @> ARRAY[%s]::text[]"] * len(owns))
-        cosine_column = "NULL"
+        columns = [
+            "d.id",
+            "s.scope_id",
+            "d.length",
+            "ARRAY[" + ", ".join(["(d.bag ->> %s)::float8"] * len(lookup)) + "]::float8[]",
+            "ARRAY[" + ", ".join(["d.own @> ARRAY[%s]::text[]"] * len(owns)) + "]::boolean[]",
+            "NULL",
+        ]
         params: list = [*lookup, *owns]
         if pgvector:
-            cosine_column = (
-                f"CASE WHEN model = %s AND dim = %s THEN -(embedding::vector({dim}) <#> "
+            columns[5] = (
+                f"CASE WHEN d.model = %s AND d.dim = %s THEN -(d.embedding::vector({dim}) <#> "
                 f"%s::vector({dim})) END"
             )
             params += [model_id, dim, _vector_literal(vector)]
+        # The filter columns are read live from the stored rows, epochs as floats.
+        if kind == "memory":
+            columns += [
+                "s.status",
+                "s.memory_type",
+                "n.layer",
+                "extract(epoch FROM s.valid_from)::float8",
+                "extract(epoch FROM s.valid_to)::float8",
+                "extract(epoch FROM s.recorded_at)::float8",
+                "s.pinned",
+                "coalesce(n.weight, s.importance / 5.0)",
+                "s.secret",
+            ]
+            joins = (
+                "JOIN memory_memory s ON s.id = d.id "
+                "LEFT JOIN memory_narrative n ON n.memory_ptr_id = d.id"
+            )
+        else:
+            columns += ["s.session_id", "s.seq", "extract(epoch FROM s.occurred_at)::float8"]
+            joins = "JOIN memory_contextturn s ON s.id = d.id"
+        where = "d.scope_id = ANY(%s)" if exact else "d.id = ANY(%s)"
         cursor.execute(
-            f"SELECT id, scope_id, length, ARRAY[{tf_columns}]::float8[], "
-            f"ARRAY[{own_columns}]::boolean[], "
-            f"{cosine_column} FROM {table} WHERE id = ANY(%s)",
-            [*params, ordered],
+            f"SELECT {', '.join(columns)} FROM {table} d {joins} WHERE {where} ORDER BY d.id",
+            [*params, scope_ids if exact else sorted(ids)],
         )
-        docs = {row[0]: row[1:] for row in cursor.fetchall()}
+        rows = cursor.fetchall()
     if vector is not None and dim and not pgvector and exact:
-        cosines.update(_matrix_cosines(kind, vector, sorted(docs), model_id, dim))
+        cosines.update(_matrix_cosines(kind, vector, [row[0] for row in rows], model_id, dim))
     view_class = MemoryView if kind == "memory" else TurnView
     return view_class(
         model_id=model_id,
         dim=dim,
-        docs=docs,
+        rows=rows,
         lookup=lookup,
-        literal_terms=literal_terms,
-        cosines={pk: row[4] for pk, row in docs.items() if row[4] is not None} or cosines,
+        literal_terms=owns,
+        cosines=cosines,
         total=total,
         average=average,
         df=df,
@@ -694,7 +716,7 @@ class _View:
         *,
         model_id,
         dim,
-        docs,
+        rows,
         lookup,
         literal_terms,
         cosines,
@@ -711,31 +733,53 @@ class _View:
         self.df = df
         self.known = known
         self.speaker_terms = speakers
-        self._cosine = np.zeros(0, dtype=np.float32)
-        self._fill(docs, lookup, literal_terms, cosines)
+        self._fill(rows, lookup, literal_terms, cosines)
 
     def _reset(self) -> None:
         super()._reset()
         # No vectors are held: cosines come from the database (or the fallback matrix).
         self.table = _Columns(self.table.spec, 0)
 
-    def _fill(self, docs, lookup, literal_terms, cosines) -> None:
-        values = self._values(sorted(docs))
-        cosine = []
-        for pk in sorted(values):
-            _, length, tfs, owns, _ = docs[pk]
-            row = self.table.append({**values[pk], "id": pk, "alive": True, "length": length}, None)
-            self.row_of[pk] = row
-            bag = {term: tf for term, tf in zip(lookup, tfs, strict=True) if tf is not None}
-            self.postings.add(row, bag)
-            if self.documents_hold_neighbours and literal_terms:
-                own = {term: 1.0 for term, held in zip(literal_terms, owns, strict=True) if held}
-                self.own_postings.add(row, own)
-            found = cosines.get(pk)
-            if found is not None:
-                self.table.data["has_vector"][row] = True
-            cosine.append(found if found is not None else 0.0)
-        self._cosine = np.asarray(cosine, dtype=np.float32)
+    def _fill(self, rows, lookup, literal_terms, cosines) -> None:
+        size = len(rows)
+        table = self.table
+        table._grow(max(size, 1))
+        table.size = size
+        ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=size)
+        table.data["id"][:size] = ids
+        table.data["alive"][:size] = True
+        table.data["scope"][:size] = [row[1] for row in rows]
+        table.data["length"][:size] = [row[2] for row in rows]
+        for column, values in self._columns(rows).items():
+            table.data[column][:size] = values
+        self.row_of = {int(pk): row for row, pk in enumerate(ids.tolist())}
+        for position, term in enumerate(lookup):
+            hit = [
+                (row, tfs[position])
+                for row, (_, _, _, tfs, *_) in enumerate(rows)
+                if tfs[position] is not None
+            ]
+            if hit:
+                self.postings._lists[term] = ([row for row, _ in hit], [tf for _, tf in hit])
+        if self.documents_hold_neighbours:
+            for position, term in enumerate(literal_terms):
+                held = [row for row, values in enumerate(rows) if values[4][position]]
+                if held:
+                    self.own_postings._lists[term] = (held, [1.0] * len(held))
+        stored = [row[5] for row in rows]
+        if not cosines:
+            cosines = {
+                row[0]: cosine
+                for row, cosine in zip(rows, stored, strict=True)
+                if cosine is not None
+            }
+        cosine = np.zeros(size, dtype=np.float32)
+        for pk, value in cosines.items():
+            row = self.row_of.get(pk)
+            if row is not None:
+                cosine[row] = value
+                table.data["has_vector"][row] = True
+        self._cosine = cosine
 
     def refresh(self) -> None:
         return
@@ -785,26 +829,33 @@ class _View:
         return self._cosine[rows]
 
 
-class MemoryView(_View, MemoryIndex):
-    def _values(self, ids: list[int]) -> dict[int, dict]:
-        from memory.search.index import memory_values
+def _epochs(values, default: float) -> list[float]:
+    return [value if value is not None else default for value in values]
 
+
+class MemoryView(_View, MemoryIndex):
+    def _columns(self, rows) -> dict[str, list]:
+        columns = list(zip(*rows, strict=True)) if rows else [()] * 15
+        status, memory_type, layer, valid_from, valid_to, recorded_at = columns[6:12]
+        pinned, weight, secret = columns[12:15]
         return {
-            row[0]: memory_values(row)
-            for row in Memory.objects.filter(pk__in=ids).values_list(*MEMORY_FIELDS)
+            "status": [STATUS_CODES.get(value, -1) for value in status],
+            "memory_type": [TYPE_CODES.get(value, -1) for value in memory_type],
+            "layer": [LAYER_CODES.get(value, -1) for value in layer],
+            "valid_from": _epochs(valid_from, -NO_TIME),
+            "valid_to": _epochs(valid_to, NO_TIME),
+            "recorded_at": _epochs(recorded_at, 0.0),
+            "pinned": list(pinned),
+            "weight": [float(value) for value in weight],
+            "secret": list(secret),
         }
 
 
 class TurnView(_View, TurnIndex):
-    def _values(self, ids: list[int]) -> dict[int, dict]:
+    def _columns(self, rows) -> dict[str, list]:
+        columns = list(zip(*rows, strict=True)) if rows else [()] * 9
         return {
-            pk: {
-                "scope": scope_id,
-                "session": session_id,
-                "seq": seq,
-                "occurred_at": epoch(occurred_at, 0.0),
-            }
-            for pk, scope_id, session_id, seq, occurred_at in ContextTurn.objects.filter(
-                pk__in=ids
-            ).values_list("pk", "scope_id", "session_id", "seq", "occurred_at")
+            "session": list(columns[6]),
+            "seq": list(columns[7]),
+            "occurred_at": _epochs(columns[8], 0.0),
         }
