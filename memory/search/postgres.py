@@ -73,6 +73,8 @@ APPLY_CHUNK = 2000
 # A tsvector lexeme is at most 2046 bytes; longer terms are ranked but cannot generate candidates.
 MAX_LEXEME_BYTES = 2000
 FARTHEST = 50
+COMMON_DF_SHARE = 0.1
+NEGLIGIBLE_SHARE = 0.01
 MEMORY_PENDING_WATCHED = "search_text, scope_id, embedding, embedding_model"
 TURN_PENDING_WATCHED = (
     "scope_id, session_id, seq, occurred_at, speaker, content, embedding, embedding_model"
@@ -595,33 +597,49 @@ def _lexical_candidates(
     cursor, kind: str, terms: list[str], scope_ids: list[int], *, df, total: int, average: float
 ) -> set[int]:
     """The best TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES documents by BM25, computed in SQL
-    with the same formula and statistics as the ranking."""
+    with the same formula and statistics as the ranking.
+
+    A term in more than COMMON_DF_SHARE of the documents (the "tl" of every ticket id tl-N) makes
+    the GIN scan visit most of the store; when the query's rarer terms already find documents and
+    the common terms together can add at most NEGLIGIBLE_SHARE of the best score, the rows holding
+    only common terms are left out."""
     unique = [term for term in dict.fromkeys(terms) if df.get(term)]
     if not unique:
         return set()
     k1 = settings.TIDELINE_SEARCH_BM25_K1
     b = settings.TIDELINE_SEARCH_BM25_B
     average = average or 1.0
+    idf = {term: float(np.log(1 + (total - df[term] + 0.5) / (df[term] + 0.5))) for term in unique}
     parts = []
     params: list = []
     for term in unique:
-        idf = float(np.log(1 + (total - df[term] + 0.5) / (df[term] + 0.5)))
         parts.append(
             "coalesce(%s * (bag ->> %s)::float8 * %s / ((bag ->> %s)::float8 + "
             "%s * (1 - %s + %s * length / %s)), 0)"
         )
-        params += [idf, term, k1 + 1, term, k1, b, b, average]
-    cursor.execute(
-        f"SELECT id FROM {DOC_TABLES[kind]} WHERE scope_id = ANY(%s) AND tsv @@ %s::tsquery "
-        f"ORDER BY {' + '.join(parts)} DESC, id LIMIT %s",
-        [
-            scope_ids,
-            _tsquery(unique),
-            *params,
-            settings.TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES,
-        ],
-    )
-    return {row[0] for row in cursor.fetchall()}
+        params += [idf[term], term, k1 + 1, term, k1, b, b, average]
+
+    def best(generating: list[str]) -> list[tuple[int, float]]:
+        cursor.execute(
+            f"SELECT id, {' + '.join(parts)} AS score FROM {DOC_TABLES[kind]} "
+            "WHERE scope_id = ANY(%s) AND tsv @@ %s::tsquery ORDER BY score DESC, id LIMIT %s",
+            [
+                *params,
+                scope_ids,
+                _tsquery(generating),
+                settings.TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES,
+            ],
+        )
+        return cursor.fetchall()
+
+    rare = [term for term in unique if df[term] <= COMMON_DF_SHARE * total]
+    common = [term for term in unique if term not in rare]
+    if rare and common:
+        found = best(rare)
+        bound = sum(idf[term] * (k1 + 1) for term in common)
+        if found and bound <= NEGLIGIBLE_SHARE * found[0][1]:
+            return {row[0] for row in found}
+    return {row[0] for row in best(unique)}
 
 
 def _literal_candidates(kind: str, query: str, scope_ids: list[int]) -> set[int]:

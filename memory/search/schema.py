@@ -6,8 +6,9 @@ Per database vendor:
   segmented terms (`text_tokens`, computed by the `tideline_tokens` SQL function Tideline registers on
   every connection) and an external-content trigram index over the raw text for substring matches —
   plus the change log.
-- PostgreSQL: the change log only; terms are computed in Python when the process index loads, and
-  literal matches use ILIKE.
+- PostgreSQL: the change log here; the database-native index (documents, BM25 statistics, pgvector
+  and pg_trgm indexes, its pending queue) is memory/search/postgres.py's, installed by migration
+  0011.
 
 The change log (`tideline_search_change`) is one row per insert or relevant update of a memory or
 turn, written by triggers in the writer's own transaction. Every process's in-memory index reads it
