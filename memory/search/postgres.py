@@ -25,7 +25,10 @@ A query builds a small candidate view — every document of the caller's scopes 
 most TIDELINE_SEARCH_POSTGRES_EXACT_ROWS, otherwise the best lexical candidates by BM25 computed
 in SQL, the nearest and farthest vectors, and the raw-text hits of term-less literals — and hands
 it to the same ranking code as the in-process index, with the collection statistics of the whole
-scope set. Rankings therefore match the SQLite backend.
+scope set. Up to EXACT_ROWS the ranking is the SQLite backend's exactly (the test suite holds both
+to it); past it, a row outside every candidate set cannot be returned — a row matching only terms
+of near-zero idf, or one whose priors alone would lift it past the candidates (the in-process
+index ranks every such row; the difference is bounded by the priors, ≤ 0.13 of score).
 
 Literal substrings use ILIKE; with `pg_trgm` installed, GIN `gin_trgm_ops` indexes on the memory
 and turn text serve it. Without `pg_trgm` ILIKE scans (correct, slower on big stores).
