@@ -211,11 +211,13 @@ def _measure(n: int, scope_ids: list[int], rng: random.Random, count: int, out) 
         vectors = "pgvector HNSW" if postgres.capabilities()["vector"] else "in-process matrix"
         held = f"no corpus in process (vectors: {vectors})"
         projected = False
+        scan = "pgvector HNSW" if postgres.capabilities()["vector"] else "exact, in process"
     else:
         projected = index.basis is not None
         columns = sum(column.nbytes for column in index.table.data.values())
         megabytes = (index.table.vectors.nbytes + index.projected.nbytes + columns) / 1e6
         held = f"~{megabytes:.0f} MB in process"
+        scan = "projected + exact shortlist" if projected else "exact"
     timings = []
     found = 0
     misses = 0
@@ -252,7 +254,7 @@ def _measure(n: int, scope_ids: list[int], rng: random.Random, count: int, out) 
     out(
         f"  {'pending queue applied' if native else 'index refresh to this size'} "
         f"{refresh_s:.1f} s, {held}, "
-        f"cosine scan {'projected + exact shortlist' if projected else 'exact'}"
+        f"cosine scan {scan}"
     )
     out(
         f"  process RSS {rss_before:.0f} MB before the index, {rss_after:.0f} MB after the "

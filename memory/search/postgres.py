@@ -58,6 +58,7 @@ from memory.search.index import (
     TurnIndex,
     _Columns,
     _one_edit_apart,
+    memory_weight,
     turn_documents,
 )
 from memory.search.text import query_literals, text_terms
@@ -558,8 +559,10 @@ def native_view(
                 "extract(epoch FROM s.valid_to)::float8",
                 "extract(epoch FROM s.recorded_at)::float8",
                 "s.pinned",
-                "coalesce(n.weight, s.importance / 5.0)",
+                "n.weight",
                 "s.secret",
+                "s.importance",
+                "n.emotion_intensity",
             ]
             joins = (
                 "JOIN memory_memory s ON s.id = d.id "
@@ -856,9 +859,9 @@ def _epochs(values, default: float) -> list[float]:
 
 class MemoryView(_View, MemoryIndex):
     def _columns(self, rows) -> dict[str, list]:
-        columns = list(zip(*rows, strict=True)) if rows else [()] * 15
+        columns = list(zip(*rows, strict=True)) if rows else [()] * 17
         status, memory_type, layer, valid_from, valid_to, recorded_at = columns[6:12]
-        pinned, weight, secret = columns[12:15]
+        pinned, weight, secret, importance, intensity = columns[12:17]
         return {
             "status": [STATUS_CODES.get(value, -1) for value in status],
             "memory_type": [TYPE_CODES.get(value, -1) for value in memory_type],
@@ -867,7 +870,10 @@ class MemoryView(_View, MemoryIndex):
             "valid_to": _epochs(valid_to, NO_TIME),
             "recorded_at": _epochs(recorded_at, 0.0),
             "pinned": list(pinned),
-            "weight": [float(value) for value in weight],
+            "weight": [
+                memory_weight(weight=stored, importance=level, intensity=felt)
+                for stored, level, felt in zip(weight, importance, intensity, strict=True)
+            ],
             "secret": list(secret),
         }
 
