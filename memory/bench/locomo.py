@@ -191,9 +191,10 @@ def block_ranked(*, query: str, scope_id: int) -> list[int]:
     return [item.memory_id for section in block.sections for item in section.items]
 
 
-def evaluate(samples: list[dict], *, run_tag: str, out, block: bool = False) -> dict:
+def evaluate(samples: list[dict], *, run_tag: str, out, block: bool = False, progress=None) -> dict:
     """Import, ask every question, and return the figures (also printed to `out`): for all
-    conversations, and for the tune (first half) and held-out (second half) conversations."""
+    conversations, and for the tune (first half) and held-out (second half) conversations.
+    `progress`, a bar, advances by one per question asked."""
     from memory.search import memory_search, turn_search
 
     rows = []
@@ -212,6 +213,8 @@ def evaluate(samples: list[dict], *, run_tag: str, out, block: bool = False) -> 
             dia_of = memories_seed(scope_id=scope_id, turns=stored)
         part = "tune" if number < half else "held-out"
         for qa in sample["qa"]:
+            if progress is not None:
+                progress.update(1)
             gold = [dia for dia in evidence_normalise(qa.get("evidence")) if dia in stored]
             if not gold:
                 continue
@@ -361,7 +364,10 @@ def run(command, options) -> None:
         connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
     try:
         started = time.perf_counter()
-        figures = evaluate(samples, run_tag=run_tag, out=out, block=options["block"])
+        questions = sum(len(sample["qa"]) for sample in samples)
+        bar = command.progress(total=questions, desc="LoCoMo questions", unit="q")
+        figures = evaluate(samples, run_tag=run_tag, out=out, block=options["block"], progress=bar)
+        bar.close()
         out(f"  total {time.perf_counter() - started:.0f} s")
         out("")
         figures_print(figures, out)
