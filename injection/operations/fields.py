@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from memory.services.bounds import text_storable
+
 MemoryType = Literal["", "narrative", "fact", "self_concept"]
 MemoryStatusFilter = Literal["", "candidate", "active", "superseded", "expired", "rejected"]
 ThreadStatusName = Literal["open", "explored", "abandoned"]
@@ -20,8 +22,25 @@ TurnIds = Annotated[list[Annotated[int, Field(ge=1, le=2**62)]], Field(max_lengt
 Id = Annotated[int, Field(ge=1, le=2**62)]
 
 
+def _storable(value: Any) -> Any:
+    if isinstance(value, str):
+        return text_storable(value)
+    if isinstance(value, list):
+        return [_storable(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _storable(item) for key, item in value.items()}
+    return value
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        """NUL characters are dropped from every text a caller sends (PostgreSQL text cannot hold
+        them), so they never fail a write on one backend and pass on the other."""
+        return _storable(value)
 
 
 class WhereIn(Strict):

@@ -9,3 +9,9 @@ def text_bounded(text: str, *, limit: int) -> str:
         return text
     head = limit // 2
     return f"{text[:head]}\n{text[len(text) - (limit - head - 1) :]}"
+
+
+def text_storable(text: str) -> str:
+    """The text without NUL characters, which PostgreSQL text cannot hold: both backends store the
+    same thing, and a NUL in a pasted log never fails a write."""
+    return text.replace("\x00", "") if "\x00" in text else text

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from memory.models import Actor, AuditAction, ContextTurn, Session, SessionOrigin
 from memory.services.audit import audit_record
+from memory.services.bounds import text_storable
 from memory.services.capture import turns_capture
 from memory.services.embedding import embedding_schedule
 from memory.services.errors import InvalidInput
@@ -188,7 +189,7 @@ def _append(
                 seq=last_seq + offset,
                 role=turn.role,
                 speaker=turn.speaker,
-                content=turn.content,
+                content=text_storable(turn.content),
                 occurred_at=turn.occurred_at or now,
                 recorded_at=now,
                 meta=turn.meta or {},

@@ -8,7 +8,7 @@ from django.test import Client
 
 from injection.mcp_server import mcp_server_build
 from injection.services.access import apikey_create
-from memory.models import ApiKey, AuditEvent, ContextTurn, Memory, MemoryStatus, Session
+from memory.models import ApiKey, AuditEvent, ContextTurn, Memory, MemoryStatus, Narrative, Session
 from memory.services.embedding import memories_embed
 from memory.services.facts import FactInput, fact_write
 from memory.services.scopes import scope_global
@@ -648,3 +648,22 @@ def test_it_expires_what_depends_on_a_removed_directory_after_edits_through_rest
         assert (memory.status, memory.expired_by) == (MemoryStatus.EXPIRED, "scope-gone")
     gone = api.get(f"/api/v1/memories/{edited_fact.json()['id']}").json()
     assert gone["status"] == "expired"
+
+
+def test_it_drops_nul_characters_instead_of_failing_the_write(api, project, project_dir):
+    written = _post(
+        api,
+        "/api/v1/narratives",
+        {"scope_id": project.pk, "gesture": "pasted a log\x00 with a NUL", "tags": ["lo\x00g"]},
+    )
+    assert written.status_code == 200, written.json()
+    narrative = Narrative.objects.get(pk=written.json()["id"])
+    assert (narrative.gesture, narrative.tags) == ("pasted a log with a NUL", ["log"])
+
+    turn = _post(
+        api,
+        "/api/v1/turn",
+        {"session_id": "nul-1", "cwd": str(project_dir), "content": "error:\x00 disk full"},
+    )
+    assert turn.status_code == 200, turn.json()
+    assert ContextTurn.objects.get(session__external_id="nul-1").content == "error: disk full"
