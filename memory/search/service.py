@@ -323,27 +323,35 @@ def _rank(
         eligible_cos = cosine[eligible & has_vector]
         low, high = float(eligible_cos.min()), float(eligible_cos.max())
 
-    def relevance(at: np.ndarray) -> dict[str, np.ndarray]:
-        zero = np.zeros(len(at), dtype=np.float32)
-        return {
-            "lexical": lexical_weight * bm25[at] / lexical_scale if lexical_scale > 0 else zero,
-            "semantic": weight * np.clip((cosine[at] - low) / (high - low), 0.0, 1.0)
-            if cosine is not None and high > low
-            else zero,
-        }
+    # The lexical and prior parts of a row never change during one ranking: computed once for
+    # every candidate, then gathered, instead of recomputed over 100k rows on each pass.
+    lexical_part = np.zeros(index.table.size, dtype=np.float32)
+    if lexical_scale > 0:
+        lexical_part[rows] = lexical_weight * bm25[rows] / lexical_scale
+    prior_part = np.zeros(index.table.size, dtype=np.float32)
+    if priors is not None:
+        prior_part[rows] = priors(rows)
+    spread = high - low if cosine is not None and high > low else 0.0
+
+    def semantic_part(at: np.ndarray) -> np.ndarray:
+        if not spread:
+            return np.zeros(len(at), dtype=np.float32)
+        return weight * np.clip((cosine[at] - low) / spread, 0.0, 1.0)
 
     keyword = keyword_boost * literals.share() if literals and literals.literals else None
 
     def parts(at: np.ndarray) -> dict[str, np.ndarray]:
-        zero = np.zeros(len(at), dtype=np.float32)
         return {
-            **relevance(at),
-            "keyword": keyword[at] if keyword is not None else zero,
-            "priors": priors(at) if priors is not None else zero,
+            "lexical": lexical_part[at],
+            "semantic": semantic_part(at),
+            "keyword": keyword[at] if keyword is not None else np.zeros(len(at), np.float32),
+            "priors": prior_part[at],
         }
 
     def fused(at: np.ndarray) -> np.ndarray:
-        return np.sum(list(parts(at).values()), axis=0, dtype=np.float32)
+        # In the order the parts are listed, so a score is the same sum however it is reached.
+        part = parts(at)
+        return ((part["lexical"] + part["semantic"]) + part["keyword"]) + part["priors"]
 
     def best(at: np.ndarray, score: np.ndarray, take: int) -> np.ndarray:
         take = min(take, len(at))
@@ -457,13 +465,22 @@ def _memory_rank(
         now = time.time()
 
         def priors(rows: np.ndarray) -> np.ndarray:
-            age_days = np.maximum(0.0, (now - table["recorded_at"][rows]) / 86400.0)
-            return (
+            # In place on one float64 buffer: over 100k candidates the temporaries cost more than
+            # the arithmetic. Same operations, same order: w·weight + p·pinned + r·2^(-age/half-life).
+            recency = table["recorded_at"][rows]
+            np.subtract(now, recency, out=recency)
+            recency /= 86400.0
+            np.maximum(recency, 0.0, out=recency)
+            np.negative(recency, out=recency)
+            recency /= RECENCY_HALF_LIFE_DAYS
+            np.exp2(recency, out=recency)
+            recency *= settings.TIDELINE_SEARCH_PRIOR_RECENCY
+            total = (
                 settings.TIDELINE_SEARCH_PRIOR_WEIGHT * table["weight"][rows]
                 + settings.TIDELINE_SEARCH_PRIOR_PINNED * table["pinned"][rows]
-                + settings.TIDELINE_SEARCH_PRIOR_RECENCY
-                * np.exp2(-age_days / RECENCY_HALF_LIFE_DAYS)
-            ).astype(np.float32)
+            )
+            total += recency
+            return total.astype(np.float32)
 
         ranked = _rank(
             index=index,

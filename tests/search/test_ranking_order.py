@@ -155,3 +155,88 @@ def test_it_orders_memory_hits_by_the_score_their_why_explains(
     query = " ".join([*words, f'"{" ".join(quoted)}"'] if quoted else words)
     hits = memory_search(query=query, scope_ids=[memory_store.pk], limit=limit, lexical=lexical)
     assert_ordered_and_explained(hits)
+
+
+def reference_memory_ranking(query, scope_id, limit):
+    """Every eligible memory scored from scratch by the documented formula, no shortcuts: what the
+    ranking's cached parts, shortlist and verification loop must reproduce."""
+    import time
+    import unicodedata
+
+    import numpy as np
+    from django.conf import settings as django_settings
+
+    from memory.models import Memory
+    from memory.search.calibration import calibration_get
+    from memory.search.service import search_index
+    from memory.search.text import text_terms
+    from memory.services.embedding import embedder_get
+
+    index = search_index("memory")
+    table = index.table
+    calibration = calibration_get(index.model_id)
+    now = time.time()
+    eligible = (
+        table["alive"]
+        & (table["scope"] == scope_id)
+        & (table["valid_from"] <= now)
+        & (table["valid_to"] > now)
+    )
+    terms = index.terms_resolve(text_terms(query))
+    bm25 = index.bm25(terms, eligible, eligible)
+    cosine = table.vectors[: table.size] @ embedder_get().embed_query(query)
+    texts = {
+        pk: unicodedata.normalize("NFKC", text).casefold()
+        for pk, text in Memory.objects.values_list("pk", "search_text")
+    }
+    literals = query_literals(query)
+    found = np.zeros(table.size, dtype=np.float32)
+    for literal in literals:
+        needle = unicodedata.normalize("NFKC", literal).casefold()
+        for row in range(table.size):
+            own = set(text_terms(texts[int(table["id"][row])]))
+            if needle in texts[int(table["id"][row])] and set(text_terms(literal)) <= own:
+                found[row] += 1
+    keyword = django_settings.TIDELINE_SEARCH_KEYWORD_BOOST * found / max(1, len(literals))
+    candidate = eligible & ((bm25 > 0) | (found > 0) | (cosine >= calibration.semantic_floor))
+    scale = max(
+        float(bm25[candidate].max(initial=0.0)),
+        calibration.lexical_floor_share * index.ideal_bm25(terms, eligible),
+    )
+    low, high = float(cosine[eligible].min()), float(cosine[eligible].max())
+    age = np.maximum(0.0, (now - table["recorded_at"]) / 86400.0)
+    priors = (
+        django_settings.TIDELINE_SEARCH_PRIOR_WEIGHT * table["weight"]
+        + django_settings.TIDELINE_SEARCH_PRIOR_PINNED * table["pinned"]
+        + django_settings.TIDELINE_SEARCH_PRIOR_RECENCY * np.exp2(-age / 30.0)
+    )
+    score = (
+        (1 - calibration.semantic_weight) * (bm25 / scale if scale else 0 * bm25)
+        + calibration.semantic_weight * np.clip((cosine - low) / (high - low), 0, 1)
+        + keyword
+        + priors
+    )
+    rows = sorted(np.flatnonzero(candidate), key=lambda row: -score[row])[:limit]
+    return {int(table["id"][row]): float(score[row]) for row in rows}
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    words=st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=6),
+    quoted=st.lists(st.sampled_from(VOCABULARY), max_size=2),
+    limit=st.integers(min_value=1, max_value=6),
+)
+def test_it_ranks_memories_exactly_as_scoring_every_row_from_scratch(
+    memory_store, words, quoted, limit
+):
+    query = " ".join([*words, f'"{" ".join(quoted)}"'] if quoted else words)
+    expected = reference_memory_ranking(query, memory_store.pk, limit)
+    hits = memory_search(query=query, scope_ids=[memory_store.pk], limit=limit)
+    assert [hit.score for hit in hits] == pytest.approx(list(expected.values()), abs=1e-4)
+    # Rows may only trade places with a row of the same score.
+    for hit, score in zip(hits, expected.values(), strict=True):
+        assert expected.get(hit.memory.pk, score) == pytest.approx(score, abs=1e-4)
