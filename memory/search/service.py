@@ -4,11 +4,14 @@ Score of a candidate (all weights are settings, see README "Search"):
 
     (1 - w) · bm25 / max(bm25) + w · minmax(cosine)          w = TIDELINE_SEARCH_SEMANTIC_WEIGHT
     + keyword boost          when a literal part of the query (an identifier such as whale-listen,
-                             a quoted phrase, a CJK run) occurs verbatim in the text
+                             a quoted phrase, a CJK run) occurs verbatim in the text; in full for a
+                             query of up to LITERAL_FULL_TERMS distinct terms, fading beyond
     + lifecycle priors       memories only: weight, pinned, recency
 
 A candidate with no lexical match needs a cosine of at least the semantic floor: pure similarity
-below it is noise, not recall. A literal keyword hit therefore always outranks pure similarity.
+below it is noise, not recall. A literal keyword hit in a short query therefore always outranks
+pure similarity; in a dialogue-length query an incidental "follow-up" or "2-3" is one term among
+dozens and must not outweigh the whole rest of the match.
 """
 
 import logging
@@ -58,6 +61,11 @@ TYPE_NAMES = {code: kind for kind, code in TYPE_CODES.items()}
 AS_OF_STATUSES = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED, MemoryStatus.EXPIRED)
 COMMON_LITERAL_SHARE = 0.2
 COMMON_LITERAL_MIN_ROWS = 20
+# Past this many distinct query terms the keyword boost shrinks as LITERAL_FULL_TERMS / terms.
+# 8 keeps every LoCoMo question's boost whole (their figures do not move) while RealMem's
+# dialogue-length queries stop ranking by incidental identifiers (session R@5 +0.003 turns, +0.004
+# memories); 4 was measured too and lost RealMem temporal memory recall.
+LITERAL_FULL_TERMS = 8
 
 
 @dataclass
@@ -287,7 +295,9 @@ def _rank(
     terms = index.terms_resolve(text_terms(query)) if lexical else []
     bm25 = index.bm25(terms, eligible, stats_rows)
     literals = _Literals(index, query, eligible, scope_ids) if lexical else None
-    keyword_boost = settings.TIDELINE_SEARCH_KEYWORD_BOOST
+    keyword_boost = settings.TIDELINE_SEARCH_KEYWORD_BOOST * min(
+        1.0, LITERAL_FULL_TERMS / max(1, len(dict.fromkeys(terms)))
+    )
     cosine = None
     approximate = False
     weight = calibration.semantic_weight if semantic else 0.0

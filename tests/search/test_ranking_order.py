@@ -5,6 +5,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory.search import memory_search, turn_search
+from memory.search.service import LITERAL_FULL_TERMS
 from memory.search.text import query_literals
 from memory.services.timeline import TurnInput, session_start, turns_record
 
@@ -197,7 +198,8 @@ def reference_memory_ranking(query, scope_id, limit):
             own = set(text_terms(texts[int(table["id"][row])]))
             if needle in texts[int(table["id"][row])] and set(text_terms(literal)) <= own:
                 found[row] += 1
-    keyword = django_settings.TIDELINE_SEARCH_KEYWORD_BOOST * found / max(1, len(literals))
+    fade = min(1.0, LITERAL_FULL_TERMS / max(1, len(set(terms))))
+    keyword = django_settings.TIDELINE_SEARCH_KEYWORD_BOOST * fade * found / max(1, len(literals))
     candidate = eligible & ((bm25 > 0) | (found > 0) | (cosine >= calibration.semantic_floor))
     scale = max(
         float(bm25[candidate].max(initial=0.0)),
@@ -226,7 +228,7 @@ def reference_memory_ranking(query, scope_id, limit):
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
-    words=st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=6),
+    words=st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=14),
     quoted=st.lists(st.sampled_from(VOCABULARY), max_size=2),
     limit=st.integers(min_value=1, max_value=6),
 )
@@ -240,3 +242,27 @@ def test_it_ranks_memories_exactly_as_scoring_every_row_from_scratch(
     # Rows may only trade places with a row of the same score.
     for hit, score in zip(hits, expected.values(), strict=True):
         assert expected.get(hit.memory.pk, score) == pytest.approx(score, abs=1e-4)
+
+
+def test_it_lets_an_incidental_identifier_in_a_long_dialogue_query_weigh_as_one_term(
+    project_scope, write_narrative
+):
+    content = write_narrative(
+        project_scope,
+        "Drove up to Maine to see the lighthouse with my sister, bought a blue whale mug, "
+        "and we planned a pottery class in the garden studio",
+    )
+    incidental = write_narrative(project_scope, "Deployed whale-listen to the staging cluster")
+    query = (
+        "So about last weekend: my sister and I finally drove to Maine and saw the lighthouse. "
+        "I bought a blue whale mug there! Next we want a pottery class, maybe in a garden "
+        "studio. Then back to work on whale-listen."
+    )
+    hits = memory_search(query=query, scope_ids=[project_scope.pk], limit=2)
+    assert [hit.memory.pk for hit in hits] == [content.pk, incidental.pk]
+    assert hits[1].why["literal_matches"] == ["whale-listen"]
+    assert 0 < hits[1].why["boosts"]["keyword"] < 1.0
+    # The same identifier alone is still a full literal hit.
+    alone = memory_search(query="whale-listen", scope_ids=[project_scope.pk], limit=1)
+    assert alone[0].memory.pk == incidental.pk
+    assert alone[0].why["boosts"]["keyword"] == pytest.approx(1.0)
