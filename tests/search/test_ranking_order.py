@@ -5,6 +5,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory.search import memory_search, turn_search
+from memory.search.service import LITERAL_FULL_TERMS
 from memory.search.text import query_literals
 from memory.services.timeline import TurnInput, session_start, turns_record
 
@@ -155,3 +156,122 @@ def test_it_orders_memory_hits_by_the_score_their_why_explains(
     query = " ".join([*words, f'"{" ".join(quoted)}"'] if quoted else words)
     hits = memory_search(query=query, scope_ids=[memory_store.pk], limit=limit, lexical=lexical)
     assert_ordered_and_explained(hits)
+
+
+def reference_memory_ranking(query, scope_id, limit):
+    """Every eligible memory scored from scratch by the documented formula, no shortcuts: what the
+    ranking's cached parts, shortlist and verification loop must reproduce."""
+    import time
+    import unicodedata
+
+    import numpy as np
+    from django.conf import settings as django_settings
+
+    from memory.models import Memory
+    from memory.search.calibration import calibration_get
+    from memory.search.index import LAYER_CODES
+    from memory.search.intent import asks_about_choice
+    from memory.search.service import search_index
+    from memory.search.text import text_terms
+    from memory.services.embedding import embedder_get
+
+    # On PostgreSQL in native mode, the rows a query ranks are its candidate view (every row of a
+    # small scope); in-process, `narrow` is the whole index.
+    index = search_index("memory").narrow(
+        query=query, scope_ids=[scope_id], vector=embedder_get().embed_query(query)
+    )
+    table = index.table
+    calibration = calibration_get(index.model_id)
+    now = time.time()
+    eligible = (
+        table["alive"]
+        & (table["scope"] == scope_id)
+        & (table["valid_from"] <= now)
+        & (table["valid_to"] > now)
+    )
+    terms = index.terms_resolve(text_terms(query))
+    bm25 = index.bm25(terms, eligible, eligible)
+    cosine, _ = index.cosines(embedder_get().embed_query(query))
+    texts = {
+        pk: unicodedata.normalize("NFKC", text).casefold()
+        for pk, text in Memory.objects.values_list("pk", "search_text")
+    }
+    literals = query_literals(query)
+    found = np.zeros(table.size, dtype=np.float32)
+    for literal in literals:
+        needle = unicodedata.normalize("NFKC", literal).casefold()
+        for row in range(table.size):
+            own = set(text_terms(texts[int(table["id"][row])]))
+            if needle in texts[int(table["id"][row])] and set(text_terms(literal)) <= own:
+                found[row] += 1
+    fade = min(1.0, LITERAL_FULL_TERMS / max(1, len(set(terms))))
+    keyword = django_settings.TIDELINE_SEARCH_KEYWORD_BOOST * fade * found / max(1, len(literals))
+    candidate = eligible & ((bm25 > 0) | (found > 0) | (cosine >= calibration.semantic_floor))
+    scale = max(
+        float(bm25[candidate].max(initial=0.0)),
+        calibration.lexical_floor_share * index.ideal_bm25(terms, eligible),
+    )
+    low = min(float(cosine[eligible].min()), calibration.noise_floor)
+    high = float(cosine[eligible].max())
+    age = np.maximum(0.0, (now - table["recorded_at"]) / 86400.0)
+    decision = django_settings.TIDELINE_SEARCH_PRIOR_DECISION if asks_about_choice(query) else 0
+    priors = (
+        django_settings.TIDELINE_SEARCH_PRIOR_WEIGHT * table["weight"]
+        + django_settings.TIDELINE_SEARCH_PRIOR_PINNED * table["pinned"]
+        + django_settings.TIDELINE_SEARCH_PRIOR_RECENCY * np.exp2(-age / 30.0)
+        + decision * (table["layer"] == LAYER_CODES["decision"])
+    )
+    score = (
+        (1 - calibration.semantic_weight) * (bm25 / scale if scale else 0 * bm25)
+        + calibration.semantic_weight * np.clip((cosine - low) / (high - low), 0, 1)
+        + keyword
+        + priors
+    )
+    rows = sorted(np.flatnonzero(candidate), key=lambda row: -score[row])[:limit]
+    return {int(table["id"][row]): float(score[row]) for row in rows}
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    words=st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=14),
+    quoted=st.lists(st.sampled_from(VOCABULARY), max_size=2),
+    limit=st.integers(min_value=1, max_value=6),
+)
+def test_it_ranks_memories_exactly_as_scoring_every_row_from_scratch(
+    memory_store, words, quoted, limit
+):
+    query = " ".join([*words, f'"{" ".join(quoted)}"'] if quoted else words)
+    expected = reference_memory_ranking(query, memory_store.pk, limit)
+    hits = memory_search(query=query, scope_ids=[memory_store.pk], limit=limit)
+    assert [hit.score for hit in hits] == pytest.approx(list(expected.values()), abs=1e-4)
+    # Rows may only trade places with a row of the same score.
+    for hit, score in zip(hits, expected.values(), strict=True):
+        assert expected.get(hit.memory.pk, score) == pytest.approx(score, abs=1e-4)
+
+
+def test_it_lets_an_incidental_identifier_in_a_long_dialogue_query_weigh_as_one_term(
+    project_scope, write_narrative
+):
+    content = write_narrative(
+        project_scope,
+        "Drove up to Maine to see the lighthouse with my sister, bought a blue whale mug, "
+        "and we planned a pottery class in the garden studio",
+    )
+    incidental = write_narrative(project_scope, "Deployed whale-listen to the staging cluster")
+    query = (
+        "So about last weekend: my sister and I finally drove to Maine and saw the lighthouse. "
+        "I bought a blue whale mug there! Next we want a pottery class, maybe in a garden "
+        "studio. Then back to work on whale-listen."
+    )
+    hits = memory_search(query=query, scope_ids=[project_scope.pk], limit=2)
+    assert [hit.memory.pk for hit in hits] == [content.pk, incidental.pk]
+    assert hits[1].why["literal_matches"] == ["whale-listen"]
+    assert 0 < hits[1].why["boosts"]["keyword"] < 1.0
+    # The same identifier alone is still a full literal hit.
+    alone = memory_search(query="whale-listen", scope_ids=[project_scope.pk], limit=1)
+    assert alone[0].memory.pk == incidental.pk
+    assert alone[0].why["boosts"]["keyword"] == pytest.approx(1.0)
