@@ -126,7 +126,9 @@ def _import_session(scope_id: int, tag: str, session: dict, dia_of: dict) -> lis
     return [(turn.content, date, session["session_uuid"]) for turn in inputs if turn.role == "user"]
 
 
-def evaluate(files: list[Path], *, run_tag: str, out, block: bool = False) -> dict:
+def evaluate(files: list[Path], *, run_tag: str, out, block: bool = False, progress=None) -> dict:
+    """Import each persona session by session, asking each query where it falls; `progress`, a
+    bar, advances by one per persona."""
     from memory.bench.locomo import block_ranked, memories_seed
     from memory.models import ScopeKind
     from memory.search import memory_search, turn_search
@@ -181,6 +183,8 @@ def evaluate(files: list[Path], *, run_tag: str, out, block: bool = False) -> di
             f"  {path.stem}: {len(dialogues)} sessions, {len(queries)} queries "
             f"in {time.perf_counter() - started:.0f} s"
         )
+        if progress is not None:
+            progress.update(1)
     return _figures(rows, block_rows, latencies)
 
 
@@ -283,7 +287,9 @@ def run(command, options) -> None:
         connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
     try:
         started = time.perf_counter()
-        figures = evaluate(files, run_tag=run_tag, out=out, block=options["block"])
+        bar = command.progress(total=len(files), desc="RealMem personas", unit="persona")
+        figures = evaluate(files, run_tag=run_tag, out=out, block=options["block"], progress=bar)
+        bar.close()
         out(f"  total {time.perf_counter() - started:.0f} s")
         out("")
         figures_print(figures, out)
