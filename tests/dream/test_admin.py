@@ -1,9 +1,7 @@
 """The owner's view: DREAM history is read-only, and attention is a picture, not a table."""
 
 import re
-import shutil
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.urls import reverse
@@ -15,7 +13,6 @@ from dream.pipeline import dream_run
 from dream.selectors import attention_heatmap_read
 from memory.models import AttentionEvent, Narrative
 from memory.services.embedding import memories_embed
-from tests.conftest import service_required
 
 TEXTS = [
     "We chose SQLite with WAL for the archive index",
@@ -100,31 +97,30 @@ def test_it_shows_runs_read_only_and_the_heatmap_page_to_the_owner(clustered, ad
 def test_it_renders_the_heatmap_picture_in_a_real_browser(
     transactional_db, live_server, admin_user, tmp_path, global_scope, write_narrative
 ):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
 
-    chromium, driver_path = shutil.which("chromium"), Path("/usr/bin/chromedriver")
-    if chromium is None or not driver_path.exists():
-        service_required("chromium", "apt-get install chromium chromium-driver")
+    from tests.browser.conftest import chromium_start
+
     narratives = [write_narrative(global_scope, text) for text in TEXTS]
     memories_embed(memory_ids=[n.pk for n in narratives])
     dream_run(layer="script")
     AttentionEvent.objects.create(memory=Narrative.objects.first(), source="t1_prefetch")
-    options = Options()
-    options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000"):
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path / 'profile'}")
-    browser = webdriver.Chrome(service=Service(str(driver_path)), options=options)
+    browser = chromium_start(tmp_path / "profile", width=1400, height=1000)
+    wait = WebDriverWait(browser, 20)
     try:
         browser.get(f"{live_server.url}/admin/login/")
-        browser.find_element(By.NAME, "username").send_keys("admin")
+        wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys("admin")
         browser.find_element(By.NAME, "password").send_keys("password")
         browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+        # The login's answer sets the session cookie; leaving before it lands reaches the
+        # heatmap anonymous and gets the login form back.
+        wait.until(ec.presence_of_element_located((By.ID, "user-tools")))
         browser.get(f"{live_server.url}{reverse('admin:dream_attention_heatmap')}")
-        picture = browser.find_element(By.CSS_SELECTOR, "#attention-heatmap svg")
+        picture = wait.until(
+            ec.presence_of_element_located((By.CSS_SELECTOR, "#attention-heatmap svg"))
+        )
         assert picture.size["width"] > 600 and picture.size["height"] > 150
         cells = browser.find_elements(By.CSS_SELECTOR, "#attention-heatmap svg rect")
         assert len(cells) > 5 * 30
