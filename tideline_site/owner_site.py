@@ -2,7 +2,7 @@
 tables sit under "internals", and there is no "View site" link (Tideline has no public site)."""
 
 from django.contrib import admin
-from django.contrib.admin.apps import AdminConfig
+from django.contrib.admin.apps import SimpleAdminConfig
 
 
 class OwnerAdminSite(admin.AdminSite):
@@ -20,5 +20,9 @@ class OwnerAdminSite(admin.AdminSite):
         return super().index(request, {**dashboard_context(), **(extra_context or {})})
 
 
-class OwnerAdminConfig(AdminConfig):
+class OwnerAdminConfig(SimpleAdminConfig):
+    """Admin modules are discovered by the URLconf, not at start-up: `manage.py mcp` and the
+    other commands never serve a page, and a stdio MCP client waits for the handshake while
+    this process imports (the admin modules pull in most services, ~0.1 s)."""
+
     default_site = "tideline_site.owner_site.OwnerAdminSite"

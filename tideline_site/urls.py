@@ -6,6 +6,9 @@ from django.views.generic import RedirectView
 from injection.api import api
 from memory.admin import engine_status
 
+# The owner panel's model admins register here (see OwnerAdminConfig), before any page resolves.
+admin.autodiscover()
+
 urlpatterns = [
     path("admin/engine-status/", admin.site.admin_view(engine_status), name="engine_status"),
     path("admin/", admin.site.urls),

@@ -493,7 +493,7 @@ class McpDriver:
         return self.call_with_request(tool, arguments, request=request)
 
     def call_with_request(self, tool: str, arguments: dict, *, request) -> Answer:
-        found = self.server._tool_manager.get_tool(tool)
+        found = self.server.tools_ensure().get_tool(tool)
         context = Context(request_context=SimpleNamespace(request=request), mcp_server=self.server)
         try:
             validated = found.fn_metadata.validate_arguments(arguments)
@@ -516,9 +516,9 @@ class McpDriver:
 def inline_worker_threads(monkeypatch) -> None:
     """A tool's worker thread drops stale connections first; called inline, the connection is the
     test's own transaction, which must stay open."""
-    from injection import mcp_server
+    from injection import mcp_tools
 
-    monkeypatch.setattr(mcp_server, "close_old_connections", lambda: None)
+    monkeypatch.setattr(mcp_tools, "close_old_connections", lambda: None)
 
 
 @dataclass

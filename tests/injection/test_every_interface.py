@@ -13,7 +13,8 @@ import pytest
 from django.test import Client
 
 from injection.api import api
-from injection.mcp_server import TOOLS, mcp_server_build
+from injection.mcp_server import mcp_server_build
+from injection.mcp_tools import TOOLS
 from injection.services.access import apikey_authenticate, apikey_create
 from memory.models import ScopeKind
 from memory.services.scopes import scope_global, scope_resolve

