@@ -60,6 +60,7 @@ from tests.injection.interfaces import (
     token_new,
 )
 from tests.lifecycle.conftest import git_repo
+from tideline_site import urls as _urlconf  # noqa: F401 — registers the model admins
 
 ENTRIES = [("rest", route) for route in sorted(REST_ROUTES)] + [
     ("mcp", tool) for tool in sorted(MCP_TOOLS)

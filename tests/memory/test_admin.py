@@ -27,6 +27,7 @@ from memory.services.narratives import NarrativeInput, narrative_write
 from memory.services.self_concept import self_concept_write
 from memory.services.threads import snapshot_write, thread_write
 from memory.services.timeline import TurnInput, session_start, turns_record
+from tideline_site import urls as _urlconf  # noqa: F401 — registers the model admins
 
 PREFERENCE_SUMMARY = "[偏好] 用户希望回复用简体中文"
 
