@@ -359,19 +359,24 @@ def native_apply_own(wrapper, *, wait: bool = True) -> int:
     need, so this cannot deadlock) and released by the commit. With `wait=False` (a search inside
     the writer's transaction) nothing is applied while another applier holds the lock. Returns
     how many rows were applied."""
-    # One statement: the lock is taken (an init plan) once a queued row of this transaction is
-    # found, so a transaction with nothing queued takes no lock.
-    locked = (
-        "(SELECT true FROM (SELECT pg_advisory_xact_lock(%s)) AS waited)"
-        if wait
-        else "(SELECT pg_try_advisory_xact_lock(%s))"
+    # The lock is taken (an init plan) once a queued row of this transaction is found, so a
+    # transaction with nothing queued takes none. At commit the deferred constraint checks run
+    # first: run at COMMIT they would wait for row locks (a foreign key's target, locked FOR
+    # UPDATE by a writer queued behind this lock) while holding it.
+    delete = (
+        f"DELETE FROM {PENDING} WHERE xact = txid_current() AND "
+        + (
+            f"(SELECT true FROM (SELECT pg_advisory_xact_lock({APPLY_LOCK})) AS waited)"
+            if wait
+            else f"(SELECT pg_try_advisory_xact_lock({APPLY_LOCK}))"
+        )
+        + " RETURNING kind, row_id"
     )
     with wrapper.cursor() as cursor:
-        cursor.execute(
-            f"DELETE FROM {PENDING} WHERE xact = txid_current() AND {locked} "
-            "RETURNING kind, row_id",
-            [APPLY_LOCK],
-        )
+        # One round trip: a statement without parameters may hold two.
+        cursor.execute(f"SET CONSTRAINTS ALL IMMEDIATE; {delete}" if wait else delete)
+        while cursor.description is None and cursor.nextset():
+            continue
         queued = cursor.fetchall()
         applied = 0
         for kind in DOC_TABLES:
@@ -669,10 +674,14 @@ def _search_apply(kind: str) -> int:
     rows before committing, so a committed backlog is only what bypassed this connection class
     (another client, a restore); it is drained by the beat's search-queue-drain
     task (native_queue_drain), not by searches."""
-    applied = 0
-    if connection.in_atomic_block and getattr(connection, "search_queued", False):
-        applied += native_apply_own(connection, wait=False)
-    return applied + native_sync(kind, limit=SEARCH_APPLY_LIMIT)
+    if connection.in_atomic_block:
+        # Inside a transaction only what it queued itself, and only if no applier is busy: the
+        # apply lock is then held to the transaction's end, and one taken while not writing
+        # could close a cycle with a writer committing behind it.
+        if getattr(connection, "search_queued", False):
+            return native_apply_own(connection, wait=False)
+        return 0
+    return native_sync(kind, limit=SEARCH_APPLY_LIMIT)
 
 
 def _like(literal: str) -> str:
