@@ -45,8 +45,9 @@ import unicodedata
 from collections import Counter
 
 import numpy as np
+import psycopg
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, ProgrammingError, connection, transaction
 
 from memory.models import ContextTurn, Memory, Scope
 from memory.search.index import (
@@ -80,6 +81,8 @@ SEARCH_APPLY_LIMIT = 200
 # A tsvector lexeme is at most 2046 bytes; longer terms are ranked but cannot generate candidates.
 MAX_LEXEME_BYTES = 2000
 WRITES = {"INSERT", "UPDATE", "DELETE"}
+APPLY_SAVEPOINT = "tideline_search_apply"
+QUEUE_MISSING = (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn)
 FARTHEST = 50
 COMMON_DF_SHARE = 0.1
 NEGLIGIBLE_SHARE = 0.01
@@ -325,8 +328,14 @@ def native_write_watch(execute, sql, params, many, context):
     ):
         wrapper = context["connection"]
         if wrapper.get_autocommit():
-            for kind in DOC_TABLES:
-                native_sync(kind, limit=APPLY_CHUNK)
+            try:
+                for kind in DOC_TABLES:
+                    native_sync(kind, limit=APPLY_CHUNK)
+            except ProgrammingError as exc:
+                # Migrated back past 0012 since this process looked: nothing to apply.
+                if not isinstance(exc.__cause__, QUEUE_MISSING):
+                    raise
+                _queue_ready_in.discard(_database_key())
         else:
             wrapper.search_queued = True
     return result
@@ -373,8 +382,20 @@ def native_apply_own(wrapper, *, wait: bool = True) -> int:
         + " RETURNING kind, row_id"
     )
     with wrapper.cursor() as cursor:
-        # One round trip: a statement without parameters may hold two.
-        cursor.execute(f"SET CONSTRAINTS ALL IMMEDIATE; {delete}" if wait else delete)
+        # One round trip: a statement without parameters may hold several. The savepoint lets
+        # a store migrated back past 0012 (no queue to apply) still commit.
+        try:
+            cursor.execute(
+                f"SAVEPOINT {APPLY_SAVEPOINT}; SET CONSTRAINTS ALL IMMEDIATE; {delete}"
+                if wait
+                else delete
+            )
+        except ProgrammingError as exc:
+            if not wait or not isinstance(exc.__cause__, QUEUE_MISSING):
+                raise
+            cursor.execute(f"ROLLBACK TO SAVEPOINT {APPLY_SAVEPOINT}")
+            _queue_ready_in.discard(_database_key())
+            return 0
         while cursor.description is None and cursor.nextset():
             continue
         queued = cursor.fetchall()
