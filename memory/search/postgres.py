@@ -17,9 +17,20 @@ What is stored, per kind of document (memories, turns):
 
 Terms are computed in Python (the same `text_terms` and turn documents as the in-process index:
 stemmed words, jieba words, CJK bigrams), so triggers cannot compute them; instead triggers queue
-the changed row ids in `tideline_search_pending` in the writer's transaction, and the first search
-after a write (in any process) applies the queue under an advisory lock, in short transactions of
-its own. A committed write is therefore visible to the next search, whichever process runs it.
+the changed row ids (with the queueing transaction's id) in `tideline_search_pending` in the
+writer's transaction, and the writer applies them itself: PostgreSQL connections use
+tideline_site.postgresql, which notes a statement writing memories or turns and, just before the
+transaction commits, applies exactly the rows it queued (native_apply_own) under an advisory lock
+taken at that point. Documents and statistics therefore commit with the rows, and no search
+inherits a backlog. A write outside a transaction is applied right after its statement. Rows
+queued past this path (another client, a restore, migration 0011 on an existing store) are
+applied by the beat's search-queue-drain in short transactions; a search applies at most
+SEARCH_APPLY_LIMIT of them.
+
+A query is two statements: the collection statistics (with speaker terms, scope labels and the
+queue probe), then the candidates and their rows (one CTE per candidate source), which also carry
+the term-less literals' ILIKE flags and the raw text of every row a literal may match, so ranking
+reads nothing more; the typed rows returned are the third.
 
 A query builds a small candidate view — every document of the caller's scopes when they hold at
 most TIDELINE_SEARCH_POSTGRES_EXACT_ROWS, otherwise the best lexical candidates by BM25 computed
@@ -30,7 +41,7 @@ to it); past it, a row outside every candidate set cannot be returned — a row 
 of near-zero idf, or one whose priors alone would lift it past the candidates (the in-process
 index ranks every such row; the difference is bounded by the priors, ≤ 0.13 of score).
 
-Literal substrings use ILIKE; with `pg_trgm` installed, GIN `gin_trgm_ops` indexes on the memory
+Literal substrings use ILIKE (not Django's UPPER(…) LIKE, which no trigram index serves); with `pg_trgm` installed, GIN `gin_trgm_ops` indexes on the memory
 and turn text serve it. Without `pg_trgm` ILIKE scans (correct, slower on big stores).
 
 Without the `vector` extension, the fallback for semantic search is a per-process float32 matrix of
