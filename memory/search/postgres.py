@@ -228,8 +228,6 @@ def native_schema_remove_sql() -> list[str]:
 # --- capabilities --------------------------------------------------------------------------------
 
 _capabilities: dict[str, dict[str, bool]] = {}
-# HNSW indexes known to exist (per database and dimension), so a write does not look them up.
-_hnsw_present: set[str] = set()
 
 
 def native_active() -> bool:
@@ -521,16 +519,12 @@ def _hnsw_ensure(cursor, kind: str, dim: int) -> None:
     an index needs one)."""
     table = DOC_TABLES[kind]
     name = f"{table}_hnsw_{dim}"
-    key = _database_key() + "/" + name
-    if key in _hnsw_present:
-        return
     cursor.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", [name])
     if cursor.fetchone() is None:
         cursor.execute(
             f"CREATE INDEX IF NOT EXISTS {name} ON {table} USING hnsw "
             f"((embedding::vector({dim})) vector_cosine_ops) WHERE dim = {dim}"
         )
-    _hnsw_present.add(key)
 
 
 # --- the per-process handle and the per-query view ---------------------------------------------
