@@ -101,6 +101,10 @@ MEMORY_PENDING_WATCHED = "search_text, scope_id, embedding, embedding_model"
 TURN_PENDING_WATCHED = (
     "scope_id, session_id, seq, occurred_at, speaker, content, embedding, embedding_model"
 )
+WATCHED_COLUMNS = {
+    SOURCE_TABLES["memory"]: [column.strip() for column in MEMORY_PENDING_WATCHED.split(",")],
+    SOURCE_TABLES["turn"]: [column.strip() for column in TURN_PENDING_WATCHED.split(",")],
+}
 
 
 # --- schema ------------------------------------------------------------------------------------
@@ -328,13 +332,7 @@ def native_write_watch(execute, sql, params, many, context):
     at commit (native_apply_own); a statement that committed itself (autocommit) is applied right
     after it, in bounded batches."""
     result = execute(sql, params, many, context)
-    head = sql.lstrip()[:6].upper()
-    if (
-        head in WRITES
-        and ("memory_memory" in sql or "memory_contextturn" in sql)
-        and settings.TIDELINE_SEARCH_POSTGRES == "native"
-        and _queue_ready()
-    ):
+    if _queues_search(sql) and settings.TIDELINE_SEARCH_POSTGRES == "native" and _queue_ready():
         wrapper = context["connection"]
         if wrapper.get_autocommit():
             try:
@@ -351,6 +349,21 @@ def native_write_watch(execute, sql, params, many, context):
 
 
 _queue_ready_in: set[str] = set()
+
+
+def _queues_search(sql: str) -> bool:
+    """Whether a statement may fire the queueing triggers: a write naming memories or turns,
+    and for an update one assigning a watched column (so recall's activation counters, updated on
+    every injection, queue nothing and cost the commit nothing). Conservative: a false positive
+    costs one statement at commit."""
+    head = sql.lstrip()[:6].upper()
+    if head not in WRITES:
+        return False
+    tables = [table for table in SOURCE_TABLES.values() if table in sql]
+    if not tables or head != "UPDATE":
+        return bool(tables)
+    assigned = sql.split(" WHERE ", 1)[0]
+    return any(column in assigned for table in tables for column in WATCHED_COLUMNS[table])
 
 
 def _queue_ready() -> bool:

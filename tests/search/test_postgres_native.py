@@ -368,8 +368,16 @@ def test_it_applies_every_write_in_the_writers_own_transaction(
         raise RuntimeError
     assert _pending("memory") == 0
     assert _stored_statistics("memory") == _memory_statistics()
-    hits = memory_search(query="harbour master", scope_ids=[project_scope.pk])
+    # Recall's activation counters are not searched: their update costs the commit nothing.
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as recalled:
+        hits = memory_search(
+            query="harbour master", scope_ids=[project_scope.pk], activation_source="mcp_search"
+        )
     assert hits[0].memory.pk == first.pk
+    assert Memory.objects.get(pk=first.pk).activation_count == 1
+    assert not [query for query in recalled if f"DELETE FROM {postgres.PENDING}" in query["sql"]]
 
 
 @pytest.mark.django_db(transaction=True)
