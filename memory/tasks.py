@@ -8,6 +8,7 @@ from celery import shared_task
 from celery.signals import worker_ready
 from django.conf import settings
 
+from memory.search.postgres import native_queue_drain
 from memory.services.embedding import embeddings_pending_drain, memories_embed, turns_embed
 from memory.services.inbox import inbox_flush
 
@@ -37,6 +38,13 @@ def inbox_flush_pending() -> int:
     """Judge what capture queued. Each item is claimed exactly once, so a redelivered or doubled
     task finds nothing left to do; the beat runs it too, for items whose task was lost."""
     return inbox_flush(use_llm=settings.TIDELINE_INBOX_USE_LLM).processed
+
+
+@shared_task(ignore_result=True, acks_late=True)
+def search_queue_drain() -> dict:
+    """Apply the native search index's queue (PostgreSQL): idempotent, each row is applied from
+    the row's current state, so a redelivered task only finds less to do."""
+    return native_queue_drain()
 
 
 @worker_ready.connect

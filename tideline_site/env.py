@@ -126,7 +126,8 @@ def database_from_url(url: str, *, sqlite_options: dict) -> dict:
     if parsed.scheme in {"postgres", "postgresql"}:
         options = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
         return {
-            "ENGINE": "django.db.backends.postgresql",
+            # Django's backend plus the native search index's write path (see its module).
+            "ENGINE": "tideline_site.postgresql",
             "NAME": unquote(parsed.path.lstrip("/")) or "postgres",
             "USER": unquote(parsed.username or ""),
             "PASSWORD": unquote(parsed.password or ""),

@@ -507,4 +507,12 @@ CELERY_BEAT_SCHEDULE = {
         "TIDELINE_BEAT_EMBED_SWEEP_EXPIRES",
         50,
     ),
+    # PostgreSQL native search: rows queued past the write path (another client, a restore).
+    "search-queue-drain": _beat(
+        "memory.tasks.search_queue_drain",
+        "TIDELINE_BEAT_SEARCH_DRAIN",
+        "* * * * *",
+        "TIDELINE_BEAT_SEARCH_DRAIN_EXPIRES",
+        50,
+    ),
 }

@@ -115,6 +115,12 @@ class SearchIndex(ABC):
     model = Memory
     word_table = ""
     columns: dict[str, np.dtype] = {}
+    # What a per-query view fetched along with its rows, so ranking reads no more of the database
+    # (None: ask the database): rows holding each term-less literal, the NFKC-casefolded raw text
+    # of the rows a literal may match, and the scope labels.
+    held_literals: dict[str, set[int]] | None = None
+    held_texts: dict[int, str] | None = None
+    held_labels: dict[int, str] | None = None
 
     def __init__(self, *, model_id: str | None, dim: int) -> None:
         self.model_id = model_id
@@ -143,47 +149,43 @@ class SearchIndex(ABC):
     # --- refresh -------------------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Bring the index up to the change log's tip. Cheap when nothing changed."""
+        """Bring the index up to the change log's tip. Cheap when nothing changed: one statement
+        reads the token of the last row applied, the tip and the tip's token."""
         with self.lock, connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT (SELECT token FROM {schema.CHANGE_TABLE} WHERE seq = %s), tip, "
+                f"(SELECT token FROM {schema.CHANGE_TABLE} WHERE seq = tip) "
+                f"FROM (SELECT max(seq) AS tip FROM {schema.CHANGE_TABLE}) AS log",
+                [self.last_seq],
+            )
+            last_token, tip, tip_token = cursor.fetchone()
+            tip = tip or 0
             if self.loaded and self.last_seq:
-                cursor.execute(
-                    f"SELECT token FROM {schema.CHANGE_TABLE} WHERE seq = %s", [self.last_seq]
-                )
-                found = cursor.fetchone()
                 # The log was rolled back underneath us (or recreated): start over.
-                self.loaded = found is not None and found[0] == self.last_token
+                self.loaded = last_token is not None and last_token == self.last_token
             if not self.loaded:
-                cursor.execute(f"SELECT max(seq) FROM {schema.CHANGE_TABLE}")
-                tip = cursor.fetchone()[0] or 0
                 self._reset()
                 self._load_all()
                 self.loaded = True
-                self._advance(cursor, tip)
+                self._advance(tip, tip_token)
                 return
-            cursor.execute(
-                f"SELECT seq, row_id FROM {schema.CHANGE_TABLE} WHERE seq > %s AND kind = %s "
-                "ORDER BY seq",
-                [self.last_seq, self.kind],
-            )
-            changed = cursor.fetchall()
-            cursor.execute(f"SELECT max(seq) FROM {schema.CHANGE_TABLE}")
-            tip = cursor.fetchone()[0] or 0
-            if changed:
-                ids = list(dict.fromkeys(row_id for _, row_id in changed))
+            if tip > self.last_seq:
+                cursor.execute(
+                    f"SELECT seq, row_id FROM {schema.CHANGE_TABLE} WHERE seq > %s AND seq <= %s "
+                    "AND kind = %s ORDER BY seq",
+                    [self.last_seq, tip, self.kind],
+                )
+                ids = list(dict.fromkeys(row_id for _, row_id in cursor.fetchall()))
                 for start in range(0, len(ids), REFRESH_CHUNK):
                     self._load(ids[start : start + REFRESH_CHUNK])
                 if self.dead > 1000 and self.dead > self.table.size // 2:
                     self._reset()
                     self._load_all()
-            self._advance(cursor, tip)
+            self._advance(tip, tip_token)
 
-    def _advance(self, cursor, tip: int) -> None:
+    def _advance(self, tip: int, token: int | None) -> None:
         self.last_seq = tip
-        self.last_token = None
-        if tip:
-            cursor.execute(f"SELECT token FROM {schema.CHANGE_TABLE} WHERE seq = %s", [tip])
-            found = cursor.fetchone()
-            self.last_token = found[0] if found else None
+        self.last_token = token if tip else None
 
     def _load_all(self) -> None:
         ids = list(self.model.objects.order_by("pk").values_list("pk", flat=True))

@@ -17,9 +17,20 @@ What is stored, per kind of document (memories, turns):
 
 Terms are computed in Python (the same `text_terms` and turn documents as the in-process index:
 stemmed words, jieba words, CJK bigrams), so triggers cannot compute them; instead triggers queue
-the changed row ids in `tideline_search_pending` in the writer's transaction, and the first search
-after a write (in any process) applies the queue under an advisory lock, in short transactions of
-its own. A committed write is therefore visible to the next search, whichever process runs it.
+the changed row ids (with the queueing transaction's id) in `tideline_search_pending` in the
+writer's transaction, and the writer applies them itself: PostgreSQL connections use
+tideline_site.postgresql, which notes a statement writing memories or turns and, just before the
+transaction commits, applies exactly the rows it queued (native_apply_own) under an advisory lock
+taken at that point. Documents and statistics therefore commit with the rows, and no search
+inherits a backlog. A write outside a transaction is applied right after its statement. Rows
+queued past this path (another client, a restore, migration 0011 on an existing store) are
+applied by the beat's search-queue-drain in short transactions; a search applies at most
+SEARCH_APPLY_LIMIT of them.
+
+A query is two statements: the collection statistics (with speaker terms, scope labels and the
+queue probe), then the candidates and their rows (one CTE per candidate source), which also carry
+the term-less literals' ILIKE flags and the raw text of every row a literal may match, so ranking
+reads nothing more; the typed rows returned are the third.
 
 A query builds a small candidate view — every document of the caller's scopes when they hold at
 most TIDELINE_SEARCH_POSTGRES_EXACT_ROWS, otherwise the best lexical candidates by BM25 computed
@@ -30,7 +41,7 @@ to it); past it, a row outside every candidate set cannot be returned — a row 
 of near-zero idf, or one whose priors alone would lift it past the candidates (the in-process
 index ranks every such row; the difference is bounded by the priors, ≤ 0.13 of score).
 
-Literal substrings use ILIKE; with `pg_trgm` installed, GIN `gin_trgm_ops` indexes on the memory
+Literal substrings use ILIKE (not Django's UPPER(…) LIKE, which no trigram index serves); with `pg_trgm` installed, GIN `gin_trgm_ops` indexes on the memory
 and turn text serve it. Without `pg_trgm` ILIKE scans (correct, slower on big stores).
 
 Without the `vector` extension, the fallback for semantic search is a per-process float32 matrix of
@@ -41,13 +52,15 @@ grows with the store in that mode, by dim × 4 bytes per row; lexical search sta
 import json
 import logging
 import threading
+import unicodedata
 from collections import Counter
 
 import numpy as np
+import psycopg
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, ProgrammingError, connection, transaction
 
-from memory.models import ContextTurn, Memory
+from memory.models import ContextTurn, Memory, Scope
 from memory.search.index import (
     LAYER_CODES,
     NO_TIME,
@@ -74,8 +87,13 @@ SPEAKERS = "tideline_search_speaker"
 # pg_advisory_xact_lock key serialising appliers of the pending queue ("tide" in ASCII).
 APPLY_LOCK = 0x74696465
 APPLY_CHUNK = 2000
+# A search applies at most this many queued rows (a backlog is the write path's to apply).
+SEARCH_APPLY_LIMIT = 200
 # A tsvector lexeme is at most 2046 bytes; longer terms are ranked but cannot generate candidates.
 MAX_LEXEME_BYTES = 2000
+WRITES = {"INSERT", "UPDATE", "DELETE"}
+APPLY_SAVEPOINT = "tideline_search_apply"
+QUEUE_MISSING = (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn)
 FARTHEST = 50
 COMMON_DF_SHARE = 0.1
 NEGLIGIBLE_SHARE = 0.01
@@ -83,6 +101,10 @@ MEMORY_PENDING_WATCHED = "search_text, scope_id, embedding, embedding_model"
 TURN_PENDING_WATCHED = (
     "scope_id, session_id, seq, occurred_at, speaker, content, embedding, embedding_model"
 )
+WATCHED_COLUMNS = {
+    SOURCE_TABLES["memory"]: [column.strip() for column in MEMORY_PENDING_WATCHED.split(",")],
+    SOURCE_TABLES["turn"]: [column.strip() for column in TURN_PENDING_WATCHED.split(",")],
+}
 
 
 # --- schema ------------------------------------------------------------------------------------
@@ -177,6 +199,17 @@ def native_schema_sql(*, vector: bool, trigram: bool) -> list[str]:
     return statements
 
 
+def native_pending_xact_sql(*, install: bool) -> list[str]:
+    """The queueing transaction's id on each pending row (migration 0012): what lets a writer
+    apply exactly the rows it queued, before it commits."""
+    if not install:
+        return [f"ALTER TABLE {PENDING} DROP COLUMN IF EXISTS xact"]
+    return [
+        f"ALTER TABLE {PENDING} ADD COLUMN xact BIGINT NOT NULL DEFAULT txid_current()",
+        f"CREATE INDEX {PENDING}_xact ON {PENDING} (xact)",
+    ]
+
+
 def native_schema_remove_sql() -> list[str]:
     statements = []
     for kind, source in SOURCE_TABLES.items():
@@ -206,12 +239,17 @@ def native_active() -> bool:
     return connection.vendor == "postgresql" and settings.TIDELINE_SEARCH_POSTGRES == "native"
 
 
-def capabilities() -> dict[str, bool]:
-    """{"vector": documents hold pgvector embeddings, "trigram": pg_trgm indexes the text}."""
+def _database_key() -> str:
     database = connection.settings_dict
-    key = f"{database['HOST']}{database['OPTIONS'].get('host', '')}:{database['PORT']}/" + str(
+    return f"{database['HOST']}{database['OPTIONS'].get('host', '')}:{database['PORT']}/" + str(
         database["NAME"]
     )
+
+
+def capabilities() -> dict[str, bool]:
+    """{"vector": documents hold pgvector embeddings, "trigram": pg_trgm indexes the text}.
+    Read once per process and database: they change only with a migration."""
+    key = _database_key()
     found = _capabilities.get(key)
     if found is None:
         with connection.cursor() as cursor:
@@ -245,9 +283,10 @@ def _vector_text(blob, model_id: str | None) -> tuple[str | None, int | None]:
     return "[" + ",".join(map(str, vector.tolist())) + "]", int(vector.shape[0])
 
 
-def native_sync(kind: str) -> int:
-    """Apply the pending queue for `kind` to the stored documents and statistics; returns how
-    many rows were applied. Cheap (one indexed probe) when nothing is pending."""
+def native_sync(kind: str, *, limit: int | None = None) -> int:
+    """Apply the pending queue for `kind` to the stored documents and statistics, at most `limit`
+    rows when given; returns how many rows were applied. Cheap (one indexed probe) when nothing
+    is pending."""
     applied = 0
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT EXISTS (SELECT 1 FROM {PENDING} WHERE kind = %s)", [kind])
@@ -267,13 +306,130 @@ def native_sync(kind: str) -> int:
             cursor.execute(
                 f"DELETE FROM {PENDING} WHERE seq IN (SELECT seq FROM {PENDING} WHERE kind = %s "
                 "ORDER BY seq LIMIT %s) RETURNING row_id",
-                [kind, APPLY_CHUNK],
+                [kind, APPLY_CHUNK if limit is None else min(APPLY_CHUNK, limit - applied)],
             )
             ids = list(dict.fromkeys(row[0] for row in cursor.fetchall()))
             if not ids:
                 return applied
             _apply(cursor, kind, ids)
             applied += len(ids)
+            if limit is not None and applied >= limit:
+                return applied
+
+
+def native_queue_drain() -> dict[str, int]:
+    """Apply whatever is queued, in short transactions of APPLY_CHUNK rows (the beat's sweep):
+    rows written past this connection class, or before migration 0011, never wait for a
+    search."""
+    if not native_active():
+        return {}
+    return {kind: native_sync(kind) for kind in DOC_TABLES}
+
+
+def native_write_watch(execute, sql, params, many, context):
+    """Execute wrapper of every PostgreSQL connection (tideline_site/postgresql): notes a statement
+    that may have queued memories or turns. Inside a transaction the connection applies the queue
+    at commit (native_apply_own); a statement that committed itself (autocommit) is applied right
+    after it, in bounded batches."""
+    result = execute(sql, params, many, context)
+    if _queues_search(sql) and settings.TIDELINE_SEARCH_POSTGRES == "native" and _queue_ready():
+        wrapper = context["connection"]
+        if wrapper.get_autocommit():
+            try:
+                for kind in DOC_TABLES:
+                    native_sync(kind, limit=APPLY_CHUNK)
+            except ProgrammingError as exc:
+                # Migrated back past 0012 since this process looked: nothing to apply.
+                if not isinstance(exc.__cause__, QUEUE_MISSING):
+                    raise
+                _queue_ready_in.discard(_database_key())
+        else:
+            wrapper.search_queued = True
+    return result
+
+
+_queue_ready_in: set[str] = set()
+
+
+def _queues_search(sql: str) -> bool:
+    """Whether a statement may fire the queueing triggers: a write naming memories or turns,
+    and for an update one assigning a watched column (so recall's activation counters, updated on
+    every injection, queue nothing and cost the commit nothing). Conservative: a false positive
+    costs one statement at commit."""
+    head = sql.lstrip()[:6].upper()
+    if head not in WRITES:
+        return False
+    tables = [table for table in SOURCE_TABLES.values() if table in sql]
+    if not tables or head != "UPDATE":
+        return bool(tables)
+    assigned = sql.split(" WHERE ", 1)[0]
+    return any(column in assigned for table in tables for column in WATCHED_COLUMNS[table])
+
+
+def _queue_ready() -> bool:
+    """Whether this database queues writes with their transaction (migration 0012 applied);
+    remembered once true. Before it (while migrating) writes queue nothing to apply."""
+    key = _database_key()
+    if key not in _queue_ready_in:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_name = %s "
+                "AND column_name = 'xact'",
+                [PENDING],
+            )
+            if cursor.fetchone() is None:
+                return False
+        _queue_ready_in.add(key)
+    return True
+
+
+def native_apply_own(wrapper, *, wait: bool = True) -> int:
+    """Apply the rows the open transaction queued, in that transaction: called just before it
+    commits, so documents and statistics commit with the rows. Appliers are serialised by
+    APPLY_LOCK, taken here at the end of the transaction (it holds no other lock the appliers
+    need, so this cannot deadlock) and released by the commit. With `wait=False` (a search inside
+    the writer's transaction) nothing is applied while another applier holds the lock. Returns
+    how many rows were applied."""
+    # The lock is taken (an init plan) once a queued row of this transaction is found, so a
+    # transaction with nothing queued takes none. At commit the deferred constraint checks run
+    # first: run at COMMIT they would wait for row locks (a foreign key's target, locked FOR
+    # UPDATE by a writer queued behind this lock) while holding it.
+    delete = (
+        f"DELETE FROM {PENDING} WHERE xact = txid_current() AND "
+        + (
+            f"(SELECT true FROM (SELECT pg_advisory_xact_lock({APPLY_LOCK})) AS waited)"
+            if wait
+            else f"(SELECT pg_try_advisory_xact_lock({APPLY_LOCK}))"
+        )
+        + " RETURNING kind, row_id"
+    )
+    with wrapper.cursor() as cursor:
+        # One round trip: a statement without parameters may hold several. The savepoint lets
+        # a store migrated back past 0012 (no queue to apply) still commit.
+        try:
+            cursor.execute(
+                f"SAVEPOINT {APPLY_SAVEPOINT}; SET CONSTRAINTS ALL IMMEDIATE; {delete}"
+                if wait
+                else delete
+            )
+        except ProgrammingError as exc:
+            if not wait or not isinstance(exc.__cause__, QUEUE_MISSING):
+                raise
+            cursor.execute(f"ROLLBACK TO SAVEPOINT {APPLY_SAVEPOINT}")
+            _queue_ready_in.discard(_database_key())
+            return 0
+        while cursor.description is None and cursor.nextset():
+            continue
+        queued = cursor.fetchall()
+        applied = 0
+        for kind in DOC_TABLES:
+            ids = list(
+                dict.fromkeys(row_id for queued_kind, row_id in queued if queued_kind == kind)
+            )
+            for start in range(0, len(ids), APPLY_CHUNK):
+                _apply(cursor, kind, ids[start : start + APPLY_CHUNK])
+            applied += len(ids)
+    return applied
 
 
 def _apply(cursor, kind: str, ids: list[int]) -> None:
@@ -414,7 +570,11 @@ _vector_indexes: dict[str, VectorIndex] = {}
 _vector_lock = threading.Lock()
 
 
-def _vector_index(kind: str, model_id: str | None, dim: int) -> VectorIndex:
+def _vector_index(
+    kind: str, model_id: str | None, dim: int, *, refresh: bool = True
+) -> VectorIndex:
+    """This process's fallback matrix; `refresh=False` when the search already refreshed it
+    (NativeSearch.refresh), so a query probes the change log once."""
     with _vector_lock:
         index = _vector_indexes.get(kind)
         if index is None or index.model_id != model_id or index.dim != dim:
@@ -422,7 +582,9 @@ def _vector_index(kind: str, model_id: str | None, dim: int) -> VectorIndex:
                 model_id=model_id, dim=dim
             )
             _vector_indexes[kind] = index
-    index.refresh()
+            refresh = True
+    if refresh:
+        index.refresh()
     return index
 
 
@@ -436,7 +598,7 @@ class NativeSearch:
         self.dim = dim
 
     def refresh(self) -> None:
-        native_sync(self.kind)
+        # The pending queue is checked by the view's first statement (native_view), not here.
         if self.model_id is not None and self.dim and not capabilities()["vector"]:
             _vector_index(self.kind, self.model_id, self.dim)
 
@@ -473,6 +635,98 @@ def _terms_resolve(terms: list[str], known: set[str], speakers: set[str]) -> lis
     ]
 
 
+def _stats(
+    cursor,
+    *,
+    kind: str,
+    asked: list[str],
+    query_terms: list[str],
+    scope_ids: list[int],
+    pgvector: bool,
+) -> tuple[int, float, Counter, set[str], set[str], dict[int, str], bool]:
+    """Everything a view needs before its rows, in one statement: the scope set's documents and
+    summed length, the document frequency of each asked term (and of each speaker term of a
+    similar length, for reading a misspelt name), the scope labels and whether writes are still
+    queued. With pgvector it also sets the HNSW scan parameters for the session, so the candidate
+    statement needs no transaction of its own."""
+    params: list = [kind, scope_ids, kind, scope_ids]
+    speaker_select = "NULL::text[]"
+    speaker_terms = ""
+    if kind == "turn":
+        low = min((len(term) for term in query_terms), default=0) - 1
+        high = max((len(term) for term in query_terms), default=0) + 1
+        speaker_select = (
+            f"(SELECT array_agg(term) FROM {SPEAKERS} WHERE length(term) BETWEEN %s AND %s)"
+        )
+        speaker_terms = (
+            f" OR term IN (SELECT term FROM {SPEAKERS} WHERE length(term) BETWEEN %s AND %s)"
+        )
+        params += [low, high]
+    params += [scope_ids, kind, asked]
+    if speaker_terms:
+        params += [low, high]
+    params += [kind, scope_ids]
+    hnsw = "NULL"
+    if pgvector:
+        hnsw = (
+            "set_config('hnsw.iterative_scan', 'relaxed_order', false) || "
+            "set_config('hnsw.ef_search', %s, false)"
+        )
+        count = settings.TIDELINE_SEARCH_POSTGRES_SEMANTIC_CANDIDATES
+        params.append(str(max(40, min(1000, count))))
+    cursor.execute(
+        f"SELECT (SELECT coalesce(sum(docs), 0) FROM {TOTALS} "
+        "WHERE kind = %s AND scope_id = ANY(%s)), "
+        f"(SELECT coalesce(sum(length), 0)::float8 FROM {TOTALS} "
+        "WHERE kind = %s AND scope_id = ANY(%s)), "
+        f"{speaker_select}, "
+        "(SELECT json_agg(json_build_array(term, n)) FROM (SELECT term, "
+        "coalesce(sum(df) FILTER (WHERE scope_id = ANY(%s)), 0) AS n "
+        f"FROM {DF} WHERE kind = %s AND df > 0 AND (term = ANY(%s){speaker_terms}) "
+        "GROUP BY term) AS asked), "
+        f"EXISTS (SELECT 1 FROM {PENDING} WHERE kind = %s), "
+        f"(SELECT json_agg(json_build_array(id, label)) FROM {Scope._meta.db_table} "
+        f"WHERE id = ANY(%s)), {hnsw}",
+        params,
+    )
+    total, summed, speakers, found, pending, labels, _ = cursor.fetchone()
+    df: Counter = Counter()
+    known: set[str] = set()
+    for term, count in found or []:
+        known.add(term)
+        if count:
+            df[term] += count
+    return (
+        int(total),
+        float(summed),
+        df,
+        known,
+        set(speakers or []),
+        {int(pk): label for pk, label in labels or []},
+        bool(pending),
+    )
+
+
+def _search_apply(kind: str) -> int:
+    """What a search applies of a non-empty queue: the rows its own open transaction queued
+    (nobody else can), then at most SEARCH_APPLY_LIMIT committed rows — writes apply their own
+    rows before committing, so a committed backlog is only what bypassed this connection class
+    (another client, a restore); it is drained by the beat's search-queue-drain
+    task (native_queue_drain), not by searches."""
+    if connection.in_atomic_block:
+        # Inside a transaction only what it queued itself, and only if no applier is busy: the
+        # apply lock is then held to the transaction's end, and one taken while not writing
+        # could close a cycle with a writer committing behind it.
+        if getattr(connection, "search_queued", False):
+            return native_apply_own(connection, wait=False)
+        return 0
+    return native_sync(kind, limit=SEARCH_APPLY_LIMIT)
+
+
+def _like(literal: str) -> str:
+    return "%" + connection.ops.prep_for_like_query(literal) + "%"
+
+
 def native_view(
     *,
     kind: str,
@@ -482,57 +736,96 @@ def native_view(
     model_id: str | None,
     dim: int,
 ) -> SearchIndex:
-    """The candidate rows for `query` in `scope_ids`, as an index the ranking code reads."""
+    """The candidate rows for `query` in `scope_ids`, as an index the ranking code reads.
+
+    Two statements: the collection statistics (`_stats`), then the candidates and their rows in
+    one statement with a CTE per candidate source. The rows carry what the ranking would otherwise
+    read one query at a time: which rows hold each term-less literal (ILIKE) and the raw text of
+    every row a literal may match, for verbatim verification."""
     table = DOC_TABLES[kind]
     query_terms = text_terms(query)
-    literal_terms = [term for literal in query_literals(query) for term in text_terms(literal)]
-    with connection.cursor() as cursor:
-        speakers: set[str] = set()
-        if kind == "turn":
-            cursor.execute(
-                f"SELECT term FROM {SPEAKERS} WHERE length(term) BETWEEN %s AND %s",
-                [
-                    min((len(term) for term in query_terms), default=0) - 1,
-                    max((len(term) for term in query_terms), default=0) + 1,
-                ],
-            )
-            speakers = {row[0] for row in cursor.fetchall()}
-        asked = list(dict.fromkeys(query_terms + literal_terms))
-        cursor.execute(
-            f"SELECT term, scope_id, df FROM {DF} WHERE kind = %s AND term = ANY(%s) AND df > 0",
-            [kind, asked + sorted(speakers)],
+    literals = query_literals(query)
+    literal_lists = [text_terms(literal) for literal in literals]
+    literal_terms = [term for terms in literal_lists for term in terms]
+    bare = list(
+        dict.fromkeys(
+            literal for literal, terms in zip(literals, literal_lists, strict=True) if not terms
         )
-        df: Counter = Counter()
-        known: set[str] = set()
-        for term, scope_id, count in cursor.fetchall():
-            known.add(term)
-            if scope_id in scope_ids:
-                df[term] += count
+    )
+    pgvector = capabilities()["vector"] and vector is not None and bool(dim)
+    asked = list(dict.fromkeys(query_terms + literal_terms))
+    with connection.cursor() as cursor:
+        stats = _stats(
+            cursor,
+            kind=kind,
+            asked=asked,
+            query_terms=query_terms,
+            scope_ids=scope_ids,
+            pgvector=pgvector,
+        )
+        if stats[-1] and _search_apply(kind):
+            stats = _stats(
+                cursor,
+                kind=kind,
+                asked=asked,
+                query_terms=query_terms,
+                scope_ids=scope_ids,
+                pgvector=pgvector,
+            )
+        total, summed, df, known, speakers, labels, _ = stats
         terms = _terms_resolve(query_terms, known, speakers)
         lookup = list(dict.fromkeys(terms + literal_terms))
-        cursor.execute(
-            f"SELECT coalesce(sum(docs), 0), coalesce(sum(length), 0) FROM {TOTALS} "
-            "WHERE kind = %s AND scope_id = ANY(%s)",
-            [kind, scope_ids],
-        )
-        total, summed = cursor.fetchone()
-        total = int(total)
-        average = float(summed) / total if total else 0.0
+        average = summed / total if total else 0.0
         exact = total <= settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS
-        pgvector = capabilities()["vector"] and vector is not None and bool(dim)
         cosines: dict[int, float] = {}
+        ctes: list[str] = []
+        sources: list[str] = []
+        cte_params: list = []
         if not exact:
-            ids = _lexical_candidates(
-                cursor, kind, terms, scope_ids, df=df, total=total, average=average
+            lexical = _lexical_candidates(
+                table, terms, scope_ids, df=df, total=total, average=average
             )
-            ids |= _literal_candidates(kind, query, scope_ids)
+            if lexical is not None:
+                ctes.append(f"lexical AS ({lexical[0]})")
+                sources.append("SELECT id FROM lexical")
+                cte_params += lexical[1]
+            source_table, text_column = (
+                ("memory_memory", "search_text")
+                if kind == "memory"
+                else ("memory_contextturn", "content")
+            )
+            for position, literal in enumerate(bare):
+                ctes.append(
+                    f"literal_{position} AS (SELECT id FROM {source_table} "
+                    f"WHERE scope_id = ANY(%s) AND {text_column} ILIKE %s ORDER BY id LIMIT %s)"
+                )
+                sources.append(f"SELECT id FROM literal_{position}")
+                cte_params += [
+                    scope_ids,
+                    _like(literal),
+                    settings.TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES,
+                ]
             if vector is not None and dim:
                 if pgvector:
-                    ids |= _pgvector_candidates(cursor, kind, vector, scope_ids, model_id, dim)
+                    count = settings.TIDELINE_SEARCH_POSTGRES_SEMANTIC_CANDIDATES
+                    # The nearest documents by cosine (HNSW), and the farthest: the nearest to the
+                    # negated query, so the semantic share's min-max scale sees the same extremes
+                    # as a full scan.
+                    for name, probe, limit in (("near", vector, count), ("far", -vector, FARTHEST)):
+                        ctes.append(
+                            f"{name} AS (SELECT id FROM {table} WHERE dim = %s AND model = %s "
+                            f"AND scope_id = ANY(%s) ORDER BY embedding::vector({dim}) <=> "
+                            f"%s::vector({dim}) LIMIT %s)"
+                        )
+                        sources.append(f"SELECT id FROM {name}")
+                        cte_params += [dim, model_id, scope_ids, _vector_literal(probe), limit]
                 else:
                     found = _matrix_candidates(kind, vector, scope_ids, model_id, dim)
                     cosines.update(found)
-                    ids |= set(found)
+                    if found:
+                        ctes.append("matrix AS (SELECT unnest(%s::bigint[]) AS id)")
+                        sources.append("SELECT id FROM matrix")
+                        cte_params.append(sorted(found))
         owns = literal_terms if kind == "turn" else []
         columns = [
             "d.id",
@@ -549,6 +842,29 @@ def native_view(
                 f"%s::vector({dim})) END"
             )
             params += [model_id, dim, _vector_literal(vector)]
+        text_column = "s.search_text" if kind == "memory" else "s.content"
+        columns.append(
+            "ARRAY[" + ", ".join([f"{text_column} ILIKE %s"] * len(bare)) + "]::boolean[]"
+        )
+        params += [_like(literal) for literal in bare]
+        # A row's raw text is fetched when some literal may match it (a term-less literal's ILIKE,
+        # or every term of the literal in its document): those are the rows verified verbatim.
+        provisional = [f"{text_column} ILIKE %s" for _ in bare]
+        params_provisional: list = [_like(literal) for literal in bare]
+        for terms_of in literal_lists:
+            if terms_of:
+                provisional.append(
+                    "jsonb_exists_all(d.bag, %s::text[])"
+                    if kind == "memory"
+                    else "d.own @> %s::text[]"
+                )
+                params_provisional.append(list(dict.fromkeys(terms_of)))
+        columns.append(
+            f"CASE WHEN {' OR '.join(provisional)} THEN coalesce({text_column}, '') END"
+            if provisional
+            else "NULL"
+        )
+        params += params_provisional
         # The filter columns are read live from the stored rows, epochs as floats.
         if kind == "memory":
             columns += [
@@ -571,12 +887,24 @@ def native_view(
         else:
             columns += ["s.session_id", "s.seq", "extract(epoch FROM s.occurred_at)::float8"]
             joins = "JOIN memory_contextturn s ON s.id = d.id"
-        where = "d.scope_id = ANY(%s)" if exact else "d.id = ANY(%s)"
-        cursor.execute(
-            f"SELECT {', '.join(columns)} FROM {table} d {joins} WHERE {where} ORDER BY d.id",
-            [*params, scope_ids if exact else sorted(ids)],
-        )
-        rows = cursor.fetchall()
+        select = f"SELECT {', '.join(columns)} FROM {table} d {joins}"
+        if exact:
+            cursor.execute(
+                f"{select} WHERE d.scope_id = ANY(%s) ORDER BY d.id", [*params, scope_ids]
+            )
+            rows = cursor.fetchall()
+        elif sources:
+            with_clause = f"WITH {', '.join(ctes)} " if ctes else ""
+            cursor.execute(
+                # An array of ids, not a join: the planner then reads each row by primary key
+                # instead of hashing whole tables on a misestimated candidate count.
+                f"{with_clause}{select} WHERE d.id = ANY(ARRAY({' UNION '.join(sources)})) "
+                "ORDER BY d.id",
+                [*cte_params, *params],
+            )
+            rows = cursor.fetchall()
+        else:
+            rows = []
     if vector is not None and dim and not pgvector and exact:
         cosines.update(_matrix_cosines(kind, vector, [row[0] for row in rows], model_id, dim))
     view_class = MemoryView if kind == "memory" else TurnView
@@ -586,12 +914,14 @@ def native_view(
         rows=rows,
         lookup=lookup,
         literal_terms=owns,
+        bare_literals=bare,
         cosines=cosines,
         total=total,
         average=average,
         df=df,
         known=known,
         speakers=speakers,
+        labels=labels,
     )
 
 
@@ -600,18 +930,20 @@ def _vector_literal(vector: np.ndarray) -> str:
 
 
 def _lexical_candidates(
-    cursor, kind: str, terms: list[str], scope_ids: list[int], *, df, total: int, average: float
-) -> set[int]:
-    """The best TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES documents by BM25, computed in SQL
-    with the same formula and statistics as the ranking.
+    table: str, terms: list[str], scope_ids: list[int], *, df, total: int, average: float
+) -> tuple[str, list] | None:
+    """The statement (and its parameters) choosing the best
+    TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES documents by BM25, computed in SQL with the same
+    formula and statistics as the ranking; None when no query term is stored.
 
     A term in more than COMMON_DF_SHARE of the documents (the "tl" of every ticket id tl-N) makes
     the GIN scan visit most of the store; when the query's rarer terms already find documents and
     the common terms together can add at most NEGLIGIBLE_SHARE of the best score, the rows holding
-    only common terms are left out."""
+    only common terms are left out. Both scans are in the statement; the one not needed is cut
+    by a one-time filter before it runs."""
     unique = [term for term in dict.fromkeys(terms) if df.get(term)]
     if not unique:
-        return set()
+        return None
     k1 = settings.TIDELINE_SEARCH_BM25_K1
     b = settings.TIDELINE_SEARCH_BM25_B
     average = average or 1.0
@@ -624,64 +956,34 @@ def _lexical_candidates(
             "%s * (1 - %s + %s * length / %s)), 0)"
         )
         params += [idf[term], term, k1 + 1, term, k1, b, b, average]
+    cap = settings.TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES
 
-    def best(generating: list[str]) -> list[tuple[int, float]]:
-        cursor.execute(
-            f"SELECT id, {' + '.join(parts)} AS score FROM {DOC_TABLES[kind]} "
+    def best(generating: list[str]) -> tuple[str, list]:
+        return (
+            f"SELECT id, {' + '.join(parts)} AS score FROM {table} "
             "WHERE scope_id = ANY(%s) AND tsv @@ %s::tsquery ORDER BY score DESC, id LIMIT %s",
-            [
-                *params,
-                scope_ids,
-                _tsquery(generating),
-                settings.TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES,
-            ],
+            [*params, scope_ids, _tsquery(generating), cap],
         )
-        return cursor.fetchall()
 
     rare = [term for term in unique if df[term] <= COMMON_DF_SHARE * total]
     common = [term for term in unique if term not in rare]
-    if rare and common:
-        found = best(rare)
-        bound = sum(idf[term] * (k1 + 1) for term in common)
-        if found and bound <= NEGLIGIBLE_SHARE * found[0][1]:
-            return {row[0] for row in found}
-    return {row[0] for row in best(unique)}
-
-
-def _literal_candidates(kind: str, query: str, scope_ids: list[int]) -> set[int]:
-    """Rows whose raw text holds a literal that has no terms of its own (found only verbatim)."""
-    found: set[int] = set()
-    cap = settings.TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES
-    for literal in query_literals(query):
-        if text_terms(literal):
-            continue
-        if kind == "memory":
-            rows = Memory.objects.filter(scope_id__in=scope_ids, search_text__icontains=literal)
-        else:
-            rows = ContextTurn.objects.filter(scope_id__in=scope_ids, content__icontains=literal)
-        found |= set(rows.order_by("pk").values_list("pk", flat=True)[:cap])
-    return found
-
-
-def _pgvector_candidates(
-    cursor, kind: str, vector: np.ndarray, scope_ids: list[int], model_id: str | None, dim: int
-) -> set[int]:
-    """The nearest documents by cosine (HNSW), and the farthest: the nearest to the negated query,
-    so the semantic share's min-max scale sees the same extremes as a full scan."""
-    table = DOC_TABLES[kind]
-    found: set[int] = set()
-    count = settings.TIDELINE_SEARCH_POSTGRES_SEMANTIC_CANDIDATES
-    with transaction.atomic():
-        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        cursor.execute("SET LOCAL hnsw.ef_search = %s", [max(40, min(1000, count))])
-        for probe, limit in ((vector, count), (-vector, FARTHEST)):
-            cursor.execute(
-                f"SELECT id FROM {table} WHERE dim = %s AND model = %s AND scope_id = ANY(%s) "
-                f"ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT %s",
-                [dim, model_id, scope_ids, _vector_literal(probe), limit],
-            )
-            found |= {row[0] for row in cursor.fetchall()}
-    return found
+    if not (rare and common):
+        sql, values = best(unique)
+        return f"SELECT id FROM ({sql}) AS scored", values
+    bound = sum(idf[term] * (k1 + 1) for term in common)
+    if bound > NEGLIGIBLE_SHARE * sum(idf[term] * (k1 + 1) for term in rare):
+        # No rare-term score can reach bound / NEGLIGIBLE_SHARE (a term adds at most
+        # idf · (k1 + 1)): the common terms count, so only the scan of every term is run.
+        sql, values = best(unique)
+        return f"SELECT id FROM ({sql}) AS scored", values
+    rare_sql, rare_values = best(rare)
+    all_sql, all_values = best(unique)
+    enough = "(SELECT %s <= %s * max(score) FROM rare)"
+    return (
+        f"WITH rare AS ({rare_sql}) SELECT id FROM rare WHERE coalesce({enough}, false) "
+        f"UNION ALL SELECT id FROM ({all_sql}) AS scored WHERE NOT coalesce({enough}, false)",
+        [*rare_values, bound, NEGLIGIBLE_SHARE, *all_values, bound, NEGLIGIBLE_SHARE],
+    )
 
 
 def _matrix_rows(index: VectorIndex, scope_ids: list[int]) -> np.ndarray:
@@ -697,7 +999,7 @@ def _matrix_candidates(
     kind: str, vector: np.ndarray, scope_ids: list[int], model_id: str | None, dim: int
 ) -> dict[int, float]:
     """The fallback's nearest and farthest rows with their exact cosines."""
-    index = _vector_index(kind, model_id, dim)
+    index = _vector_index(kind, model_id, dim, refresh=False)
     with index.lock:
         rows = _matrix_rows(index, scope_ids)
         if not len(rows):
@@ -718,7 +1020,7 @@ def _matrix_candidates(
 def _matrix_cosines(
     kind: str, vector: np.ndarray, ids: list[int], model_id: str | None, dim: int
 ) -> dict[int, float]:
-    index = _vector_index(kind, model_id, dim)
+    index = _vector_index(kind, model_id, dim, refresh=False)
     with index.lock:
         rows = [index.row_of[pk] for pk in ids if pk in index.row_of]
         rows = np.asarray([row for row in rows if index.table["has_vector"][row]], dtype=np.int64)
@@ -743,12 +1045,14 @@ class _View:
         rows,
         lookup,
         literal_terms,
+        bare_literals,
         cosines,
         total,
         average,
         df,
         known,
         speakers,
+        labels,
     ) -> None:
         super().__init__(model_id=model_id, dim=dim)
         self.loaded = True
@@ -757,6 +1061,16 @@ class _View:
         self.df = df
         self.known = known
         self.speaker_terms = speakers
+        self.held_labels = labels
+        self.held_literals = {
+            literal: {row[0] for row in rows if row[6][position]}
+            for position, literal in enumerate(bare_literals)
+        }
+        self.held_texts = {
+            row[0]: unicodedata.normalize("NFKC", row[7]).casefold()
+            for row in rows
+            if row[7] is not None
+        }
         self._fill(rows, lookup, literal_terms, cosines)
 
     def _reset(self) -> None:
@@ -859,9 +1173,9 @@ def _epochs(values, default: float) -> list[float]:
 
 class MemoryView(_View, MemoryIndex):
     def _columns(self, rows) -> dict[str, list]:
-        columns = list(zip(*rows, strict=True)) if rows else [()] * 17
-        status, memory_type, layer, valid_from, valid_to, recorded_at = columns[6:12]
-        pinned, weight, secret, importance, intensity = columns[12:17]
+        columns = list(zip(*rows, strict=True)) if rows else [()] * 19
+        status, memory_type, layer, valid_from, valid_to, recorded_at = columns[8:14]
+        pinned, weight, secret, importance, intensity = columns[14:19]
         return {
             "status": [STATUS_CODES.get(value, -1) for value in status],
             "memory_type": [TYPE_CODES.get(value, -1) for value in memory_type],
@@ -880,9 +1194,9 @@ class MemoryView(_View, MemoryIndex):
 
 class TurnView(_View, TurnIndex):
     def _columns(self, rows) -> dict[str, list]:
-        columns = list(zip(*rows, strict=True)) if rows else [()] * 9
+        columns = list(zip(*rows, strict=True)) if rows else [()] * 11
         return {
-            "session": list(columns[6]),
-            "seq": list(columns[7]),
-            "occurred_at": _epochs(columns[8], 0.0),
+            "session": list(columns[8]),
+            "seq": list(columns[9]),
+            "occurred_at": _epochs(columns[10], 0.0),
         }

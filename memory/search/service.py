@@ -187,12 +187,17 @@ def _literal_trigram_ids(kind: str, literal: str, scope_ids: list[int]) -> set[i
     return set(rows.values_list("pk", flat=True))
 
 
-def _raw_texts(kind: str, ids: list[int]) -> dict[int, str]:
-    if kind == "memory":
+def _raw_texts(index: SearchIndex, ids: list[int]) -> dict[int, str]:
+    held = index.held_texts or {}
+    texts = {pk: held[pk] for pk in ids if pk in held}
+    ids = [pk for pk in ids if pk not in held]
+    if not ids:
+        return texts
+    if index.kind == "memory":
         pairs = Memory.objects.filter(pk__in=ids).values_list("pk", "search_text")
     else:
         pairs = ContextTurn.objects.filter(pk__in=ids).values_list("pk", "content")
-    return {pk: unicodedata.normalize("NFKC", text or "").casefold() for pk, text in pairs}
+    return texts | {pk: unicodedata.normalize("NFKC", text or "").casefold() for pk, text in pairs}
 
 
 class _Literals:
@@ -221,11 +226,13 @@ class _Literals:
                     mask &= index.literal_mask(term)
             else:
                 mask = np.zeros(index.table.size, dtype=bool)
-                rows = [
-                    index.row_of[pk]
-                    for pk in _literal_trigram_ids(index.kind, literal, scope_ids)
-                    if pk in index.row_of
-                ]
+                held = index.held_literals
+                found = (
+                    held[literal]
+                    if held is not None and literal in held
+                    else _literal_trigram_ids(index.kind, literal, scope_ids)
+                )
+                rows = [index.row_of[pk] for pk in found if pk in index.row_of]
                 mask[rows] = True
                 mask &= eligible
             if mask.sum() > common:
@@ -254,7 +261,7 @@ class _Literals:
         if not len(rows):
             return
         ids = [int(self.index.table["id"][row]) for row in rows]
-        texts = _raw_texts(self.index.kind, ids)
+        texts = _raw_texts(self.index, ids)
         for row, pk in zip(rows, ids, strict=True):
             text = texts.get(pk, "")
             for literal, mask in zip(self.literals, self.masks, strict=True):
@@ -613,7 +620,7 @@ def memory_search(
         if not leaked:
             break
         withheld |= leaked
-    labels = dict(Scope.objects.filter(pk__in=scope_ids).order_by().values_list("pk", "label"))
+    labels = _scope_labels(index, scope_ids)
     hits = []
     for (_, score, bm25, cosine, why), pk in zip(ranked, ids, strict=True):
         memory = memories.get(pk)
@@ -634,6 +641,12 @@ def memory_search(
             similarities=[hit.semantic for hit in hits],
         )
     return hits
+
+
+def _scope_labels(index: SearchIndex, scope_ids: list[int]) -> dict[int, str]:
+    if index.held_labels is not None:
+        return index.held_labels
+    return dict(Scope.objects.filter(pk__in=scope_ids).order_by().values_list("pk", "label"))
 
 
 def _memories_typed(kinds: dict[int, str]) -> dict[int, Memory]:
@@ -699,7 +712,7 @@ def turn_search(
         turn.pk: turn
         for turn in ContextTurn.objects.filter(pk__in=ids).defer("embedding").order_by()
     }
-    labels = dict(Scope.objects.filter(pk__in=scope_ids).order_by().values_list("pk", "label"))
+    labels = _scope_labels(index, scope_ids)
     hits = []
     for (_, score, bm25, cosine, why), pk in zip(ranked, ids, strict=True):
         turn = turns.get(pk)

@@ -65,6 +65,7 @@ def test_it_has_one_beat_table_with_expiring_entries():
         "clusters-rebuild",
         "embeddings-sweep",
         "inbox-flush",
+        "search-queue-drain",
     }
     assert {entry["task"] for entry in schedule.values()} == {
         "dream.tasks.dream_daily",
@@ -72,6 +73,7 @@ def test_it_has_one_beat_table_with_expiring_entries():
         "dream.tasks.clusters_rebuild",
         "memory.tasks.embeddings_sweep",
         "memory.tasks.inbox_flush_pending",
+        "memory.tasks.search_queue_drain",
     }
     assert all(entry["options"]["expires"] > 0 for entry in schedule.values())
 

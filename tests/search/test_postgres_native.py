@@ -10,8 +10,9 @@ import os
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
+import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from memory.models import ContextTurn, Memory
@@ -258,3 +259,153 @@ def test_it_adds_nothing_to_sqlite(db):
         pytest.skip("checks the SQLite schema")
     assert "memory_search_doc" not in connection.introspection.table_names()
     assert isinstance(service.search_index("memory"), SearchIndex)
+
+
+@pytest.mark.parametrize("exact_rows", [2000, 0])
+def test_it_searches_in_few_round_trips(
+    postgresql,
+    settings,
+    exact_rows,
+    project_scope,
+    write_narrative,
+    django_capture_on_commit_callbacks,
+):
+    """One native search: the collection statistics, the candidates with their rows (one
+    statement whatever the candidate sources: BM25, literals, vectors), the returned rows, and the
+    fallback matrix's change-log probe where pgvector is missing. Literal verification and scope
+    labels come with the view's rows."""
+    from django.test.utils import CaptureQueriesContext
+
+    _corpus(project_scope, write_narrative, django_capture_on_commit_callbacks)
+    settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
+    probe = 0 if postgres.capabilities()["vector"] else 1
+    # A term-less literal (ILIKE), a literal with terms (verified verbatim) and plain words.
+    query = '"tl-4711" archive export 兜底'
+    memory_search(query="warm up", scope_ids=[project_scope.pk])
+    turn_search(query="warm up", scope_ids=[project_scope.pk])
+    with CaptureQueriesContext(connection) as memories:
+        hits = memory_search(query=query, scope_ids=[project_scope.pk])
+    with CaptureQueriesContext(connection) as turns:
+        found = turn_search(query=query, scope_ids=[project_scope.pk])
+    assert "tl-4711" in hits[0].memory.search_text and hits[0].why["scope"]
+    assert "tl-4711" in found[0].turn.content
+    assert len(memories) == 3 + probe, "\n".join(query["sql"][:150] for query in memories)
+    assert len(turns) == 3 + probe, "\n".join(query["sql"][:150] for query in turns)
+
+
+def _pending(kind: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {postgres.PENDING} WHERE kind = %s", [kind])
+        return cursor.fetchone()[0]
+
+
+def _stored_statistics(kind: str) -> tuple[dict, dict]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT scope_id, docs, length FROM {postgres.TOTALS} WHERE kind = %s", [kind]
+        )
+        totals = {
+            scope_id: (docs, round(length, 3)) for scope_id, docs, length in cursor.fetchall()
+        }
+        cursor.execute(f"SELECT term, scope_id, df FROM {postgres.DF} WHERE kind = %s", [kind])
+        df = {(term, scope_id): count for term, scope_id, count in cursor.fetchall() if count}
+    return totals, df
+
+
+def _memory_statistics() -> tuple[dict, dict]:
+    """BM25's statistics as the in-process index computes them from the stored rows."""
+    df: Counter = Counter()
+    totals: dict[int, list] = {}
+    for memory in Memory.objects.all():
+        terms = text_terms(memory.search_text)
+        df.update((term, memory.scope_id) for term in set(terms))
+        entry = totals.setdefault(memory.scope_id, [0, 0.0])
+        entry[0] += 1
+        entry[1] += len(terms)
+    return {key: (docs, round(length, 3)) for key, (docs, length) in totals.items()}, dict(df)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_applies_every_write_in_the_writers_own_transaction(
+    postgresql, project_scope, other_project_scope, write_narrative
+):
+    """Committed writes leave nothing queued for a search: documents and statistics commit with
+    the rows — a service write, a bulk import in one transaction, an autocommit update."""
+    write_narrative(project_scope, "the lighthouse keeper logs every ship")
+    session = session_start(runtime="test", external_id="own", scope_id=project_scope.pk)
+    turns_record(
+        session_id=session.pk,
+        turns=[TurnInput(role="user", content="whale songs at night", speaker="Aqib")],
+    )
+    assert _pending("memory") == 0 and _pending("turn") == 0
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM turn_search_doc")
+        assert cursor.fetchone()[0] == 1
+    # A bulk import: one transaction, rows created in bulk (no service, no signal).
+    now = timezone.now()
+    with transaction.atomic():
+        Memory.objects.bulk_create(
+            Memory(
+                memory_type="narrative",
+                scope_id=(project_scope if index % 3 else other_project_scope).pk,
+                summary=f"imported note {index}",
+                search_text=f"imported note {index} about {SENTENCES[index % len(SENTENCES)]}",
+                valid_from=now,
+                recorded_at=now,
+            )
+            for index in range(300)
+        )
+    assert _pending("memory") == 0
+    assert _stored_statistics("memory") == _memory_statistics()
+    # An update outside any transaction commits by itself; it is applied right after.
+    first = Memory.objects.order_by("pk").first()
+    Memory.objects.filter(pk=first.pk).update(search_text="invoices for the harbour master")
+    assert _pending("memory") == 0
+    assert _stored_statistics("memory") == _memory_statistics()
+    # A rolled-back write leaves nothing behind.
+    with pytest.raises(RuntimeError), transaction.atomic():
+        Memory.objects.filter(pk=first.pk).update(search_text="never committed")
+        raise RuntimeError
+    assert _pending("memory") == 0
+    assert _stored_statistics("memory") == _memory_statistics()
+    # Recall's activation counters are not searched: their update costs the commit nothing.
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as recalled:
+        hits = memory_search(
+            query="harbour master", scope_ids=[project_scope.pk], activation_source="mcp_search"
+        )
+    assert hits[0].memory.pk == first.pk
+    assert Memory.objects.get(pk=first.pk).activation_count == 1
+    assert not [query for query in recalled if f"DELETE FROM {postgres.PENDING}" in query["sql"]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_never_makes_a_search_apply_a_backlog(postgresql, project_scope):
+    """Rows queued past the write path (another client, a restore): a search applies at most
+    SEARCH_APPLY_LIMIT of them; the beat's drain applies the rest."""
+    now = timezone.now()
+    count = postgres.SEARCH_APPLY_LIMIT + 150
+    with transaction.atomic():
+        Memory.objects.bulk_create(
+            Memory(
+                memory_type="narrative",
+                scope_id=project_scope.pk,
+                summary=f"note {index}",
+                search_text=f"backlog note {index}",
+                valid_from=now,
+                recorded_at=now,
+            )
+            for index in range(count)
+        )
+    # Queued by another client (not through this connection class's write path).
+    with psycopg.connect(**connection.get_connection_params()) as other:
+        other.execute(
+            f"INSERT INTO {postgres.PENDING} (kind, row_id) SELECT 'memory', id FROM memory_memory"
+        )
+    assert _pending("memory") == count
+    memory_search(query="backlog note", scope_ids=[project_scope.pk])
+    assert _pending("memory") == count - postgres.SEARCH_APPLY_LIMIT
+    assert postgres.native_queue_drain() == {"memory": 150, "turn": 0}
+    assert _pending("memory") == 0
+    assert _stored_statistics("memory") == _memory_statistics()
