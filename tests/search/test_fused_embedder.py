@@ -107,3 +107,44 @@ def test_it_never_loads_e5_on_the_default_path(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
+
+
+HIKE = (
+    'Tom said, "Hey, Priya! How is it going? I have to tell you something. I went up the '
+    'mountain trail last week and got into a bad spot with a group of strangers. It shook me up."'
+)
+RING = (
+    'Priya said, "Yes Tom! I also keep a few things with sentimental value, like the silver ring '
+    'my grandmother gave me when I turned eighteen. It reminds me of where I come from."'
+)
+CHAT = [
+    'Tom said, "Hiking with friends is my favourite thing."',
+    'Priya said, "My grandmother taught me to bake."',
+    'Tom said, "Hi Priya! The kids are great, busy with school."',
+    'Priya said, "My family means everything to me."',
+    'Tom said, "When are you free to catch up?"',
+    'Priya said, "I love weekends at home, so relaxing."',
+    'Tom said, "Work has been really busy."',
+    'Priya said, "What are your plans for the summer?"',
+]
+
+
+def test_it_finds_by_meaning_what_use_alone_ranks_below_a_topical_distractor(
+    project_scope, write_narrative, settings
+):
+    # A long chatty turn whose one relevant clause USE dilutes; e5 (question→passage trained)
+    # finds it. Semantic only, so keywords cannot decide.
+    ids = {text: write_narrative(project_scope, text).pk for text in [HIKE, RING, *CHAT]}
+    questions = {
+        "Where did Tom go hiking and have a bad time?": ids[HIKE],
+        "What is Priya's grandmother's ring a reminder of?": ids[RING],
+    }
+
+    def top(query):
+        hits = memory_search(query=query, scope_ids=[project_scope.pk], lexical=False, limit=3)
+        return hits[0].memory.pk
+
+    assert all(top(query) != gold for query, gold in questions.items())
+    settings.TIDELINE_EMBEDDER = "bundled+e5"
+    call_command("reembed")
+    assert all(top(query) == gold for query, gold in questions.items())
