@@ -259,7 +259,7 @@ TIDELINE_EMBEDDER = env_choice(
 # `bundled+e5`: e5's share `a` of the fused cosine (1 − a) · USE + a · e5; tuned on LoCoMo's
 # first five conversations (memory/search/calibration.py). Strictly between 0 and 1.
 TIDELINE_EMBEDDER_E5_WEIGHT = env_float(
-    "TIDELINE_EMBEDDER_E5_WEIGHT", 0.5, minimum=0.01, maximum=0.99
+    "TIDELINE_EMBEDDER_E5_WEIGHT", 0.75, minimum=0.01, maximum=0.99
 )
 # Benchmarks only: a directory where in-process model vectors are kept by text hash, so repeated
 # runs over the same corpus pay e5's indexing once. Empty: no cache.

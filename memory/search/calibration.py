@@ -27,14 +27,16 @@ How the opt-in `bundled+e5` row was derived (TIDELINE_EMBEDDER=bundled+e5; its c
 - e5's cosines sit high and close together (unrelated LoCoMo question/turn pairs median 0.76,
   gold pairs 0.85; USE 0.08 / 0.34), so a blend's share of the ranking signal is not `a`: at
   a = 0.5 USE still carries about three quarters of the gold-vs-unrelated spread, at 0.75 the two
-  are about even. `a` was tuned on LoCoMo conversations 0–4 (a = 0.6 and 0.75, semantic weight
-  0.35) and kept at the better one; figures in README "Search".
+  are about even. `a` was tuned on LoCoMo conversations 0–4: a = 0.6 → turn R@5/10 70.5/80.0,
+  a = 0.75 → 70.8/80.0 (USE alone 70.4/79.3), semantic weight 0.35; 0.75 kept. Held-out and
+  RealMem figures in README "Search".
 - `noise_floor` / `semantic_floor`: the same samples as the USE row (150 LoCoMo questions × 900
-  turns of other conversations; 100 RealMem user turns × 200 of another persona; tools/e5 in the
-  e5 branch's report) give, for the blend, LoCoMo unrelated median NOISE_LOCOMO_MEDIAN and
-  RealMem NOISE_REALMEM_MEDIAN (p95 NOISE_REALMEM_P95). The floor sits where USE's 0.15 sits in
-  USE's distribution (RealMem median + 0.2 × (p95 − median)): NOISE_FLOOR. 0.15 would be below
-  every cosine the blend produces, so T1 would never drop noise.
+  turns of other conversations; 100 RealMem user turns × 200 of another persona;
+  `tools/e5/noise.py`) give, at a = 0.75, unrelated medians 0.587 (LoCoMo) / 0.633 (RealMem, p95
+  0.711) and a gold median of 0.721; 96% of gold pairs clear the LoCoMo unrelated p95 (USE: 85%).
+  The floor sits where USE's 0.15 sits in USE's distribution (RealMem median + 0.2 × (p95 −
+  median): 0.102 + 0.2 × 0.209 = 0.14 for USE), 0.633 + 0.2 × 0.078 = 0.65 for the blend. USE's
+  0.15 would be below every cosine the blend produces, so T1 would never drop noise.
 - `semantic_weight` 0.35 and `lexical_floor_share` 0.5 as for USE (the blend's cosine is
   min-max scaled like USE's, so the share means the same).
 

@@ -83,7 +83,7 @@ def stats(x):
     return f"median {np.median(x):.3f} p95 {np.percentile(x, 95):.3f}"
 
 
-for a in [0.0, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]:
+for a in [0.0, 0.5, 0.6, 0.75, 1.0]:
     lo, ro, go = (1 - a) * lo_u + a * lo_e, (1 - a) * r_u + a * r_e, (1 - a) * g_u + a * g_e
     print(
         f"a={a}: locomo unrelated {stats(lo)} | realmem unrelated {stats(ro)} | gold median {np.median(go):.3f} p10 {np.percentile(go, 10):.3f} | gold>=unrelated-p95 {np.mean(go >= np.percentile(lo, 95)):.2f}"
