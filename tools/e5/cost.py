@@ -13,7 +13,8 @@ import django
 
 django.setup()
 from memory.bench.realmem import persona_queries
-from memory.services.embedding import BundledEmbedder, FusedEmbedder
+from memory.services.embedding import BundledEmbedder
+from tools.e5.fused import FusedEmbedder
 
 use, fused = BundledEmbedder(), FusedEmbedder(weight=float(sys.argv[1]))
 data = json.load(open("/work/shared/bench/locomo/locomo10.json"))

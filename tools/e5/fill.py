@@ -12,7 +12,8 @@ import django
 django.setup()
 from memory.bench.locomo import conversation_sessions
 from memory.bench.realmem import persona_queries
-from memory.services.embedding import EMBED_TEXT_MAX_CHARS, E5Embedder
+from memory.services.embedding import EMBED_TEXT_MAX_CHARS
+from tools.e5.fused import E5Embedder
 
 e5 = E5Embedder(cache_dir="/tmp/e5work/cache")
 kind, which = sys.argv[1], [int(x) for x in sys.argv[2].split(",")]

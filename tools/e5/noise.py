@@ -9,7 +9,7 @@ import random
 import sys
 
 os.environ["DJANGO_SETTINGS_MODULE"] = "tideline_site.settings"
-os.environ.setdefault("TIDELINE_EMBEDDER_CACHE_DIR", "/tmp/e5work/cache")
+os.environ.setdefault("E5_CACHE_DIR", "/tmp/e5work/cache")
 sys.path.insert(0, os.getcwd())
 import django
 
@@ -17,9 +17,10 @@ django.setup()
 import numpy as np
 
 from memory.bench.locomo import evidence_normalise
-from memory.services.embedding import BundledEmbedder, E5Embedder
+from memory.services.embedding import BundledEmbedder
+from tools.e5.fused import E5Embedder
 
-use, e5 = BundledEmbedder(), E5Embedder(cache_dir=os.environ["TIDELINE_EMBEDDER_CACHE_DIR"])
+use, e5 = BundledEmbedder(), E5Embedder(cache_dir=os.environ["E5_CACHE_DIR"])
 rng = random.Random(14)
 data = json.load(open("/work/shared/bench/locomo/locomo10.json"))
 

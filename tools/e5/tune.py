@@ -6,9 +6,6 @@ import sys
 
 a, w, noise = (float(x) for x in sys.argv[1:4])
 args = sys.argv[sys.argv.index("--") + 1 :]
-os.environ["TIDELINE_EMBEDDER"] = "bundled+e5"
-os.environ["TIDELINE_EMBEDDER_E5_WEIGHT"] = str(a)
-os.environ.setdefault("TIDELINE_EMBEDDER_CACHE_DIR", "/tmp/e5work/cache")
 os.environ["DJANGO_SETTINGS_MODULE"] = "tideline_site.settings"
 sys.path.insert(0, os.getcwd())
 import django
@@ -17,9 +14,11 @@ django.setup()
 from django.core.management import call_command
 
 from memory.search import calibration
-from memory.services.embedding import embedder_get
+from tools.e5.fused import fused_install
 
-model_id = embedder_get().model_id
+model_id = fused_install(
+    weight=a, cache_dir=os.environ.get("E5_CACHE_DIR", "/tmp/e5work/cache")
+).model_id
 calibration.CALIBRATIONS[model_id] = calibration.Calibration(
     noise_floor=noise,
     semantic_floor=noise,
