@@ -49,6 +49,19 @@ def add_arguments(parser) -> None:
         "--personas", type=int, default=0, help="only the first N personas by file name (0 = all)"
     )
     parser.add_argument(
+        "--persona",
+        action="append",
+        default=[],
+        help="only personas whose file name contains this (repeatable)",
+    )
+    parser.add_argument(
+        "--sessions",
+        type=int,
+        default=0,
+        help="only each persona's first N sessions and the queries in them (0 = all): a slow "
+        "embedder's confirmation run on a smaller corpus",
+    )
+    parser.add_argument(
         "--block",
         action="store_true",
         help="also store user turns as memories and measure memory_search vs the per-turn block",
@@ -126,7 +139,15 @@ def _import_session(scope_id: int, tag: str, session: dict, dia_of: dict) -> lis
     return [(turn.content, date, session["session_uuid"]) for turn in inputs if turn.role == "user"]
 
 
-def evaluate(files: list[Path], *, run_tag: str, out, block: bool = False, progress=None) -> dict:
+def evaluate(
+    files: list[Path],
+    *,
+    run_tag: str,
+    out,
+    block: bool = False,
+    progress=None,
+    sessions: int = 0,
+) -> dict:
     """Import each persona session by session, asking each query where it falls; `progress`, a
     bar, advances by one per persona."""
     from memory.bench.locomo import block_ranked, memories_seed
@@ -139,6 +160,8 @@ def evaluate(files: list[Path], *, run_tag: str, out, block: bool = False, progr
     latencies = []
     for path in files:
         dialogues = json.loads(path.read_text())["dialogues"]
+        if sessions:
+            dialogues = dialogues[:sessions]
         queries = persona_queries(dialogues)
         by_session: dict[int, list] = {}
         for query in queries:
@@ -276,8 +299,12 @@ def run(command, options) -> None:
             raise CommandError(f"{file} is not JSON: {exc}") from exc
         if not isinstance(data, dict) or not isinstance(data.get("dialogues"), list):
             raise CommandError(f"{file} is not in RealMem format (an object with dialogues)")
+    if options["persona"]:
+        files = [f for f in files if any(name in f.stem for name in options["persona"])]
     if options["personas"]:
         files = files[: options["personas"]]
+    if not files:
+        raise CommandError("no persona matches --persona")
     out = command.stdout.write
     run_tag = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     old_name = None
@@ -288,7 +315,14 @@ def run(command, options) -> None:
     try:
         started = time.perf_counter()
         bar = command.progress(total=len(files), desc="RealMem personas", unit="persona")
-        figures = evaluate(files, run_tag=run_tag, out=out, block=options["block"], progress=bar)
+        figures = evaluate(
+            files,
+            run_tag=run_tag,
+            out=out,
+            block=options["block"],
+            progress=bar,
+            sessions=options["sessions"],
+        )
         bar.close()
         out(f"  total {time.perf_counter() - started:.0f} s")
         out("")

@@ -4,6 +4,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from memory.bench.realmem import persona_queries
 from memory.models import ContextTurn, Scope
@@ -106,3 +107,29 @@ def test_it_runs_the_realmem_bench_end_to_end(realmem_dir):
     turns = ContextTurn.objects.filter(scope=scope)
     assert turns.count() == 10
     assert not turns.filter(content__contains="never indexed").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_limits_the_realmem_bench_to_named_personas_and_their_first_sessions(realmem_dir):
+    other = {"_metadata": {}, "dialogues": [session("zzz", 1, [user("unrelated persona")])]}
+    (realmem_dir / "Other_Person_dialogues_256k.json").write_text(json.dumps(other))
+    report = StringIO()
+    # Two sessions: the queries sit in the third, so none is left to score.
+    call_command(
+        "bench",
+        "realmem",
+        "--data",
+        str(realmem_dir),
+        "--in-place",
+        "--persona",
+        "Test_",
+        "--sessions",
+        "2",
+        stdout=report,
+    )
+    assert "0 scorable queries" in report.getvalue()
+    assert Scope.objects.filter(key__startswith="bench/realmem/").count() == 1
+    assert ContextTurn.objects.filter(content="unrelated persona").count() == 0
+    assert ContextTurn.objects.count() == 4
+    with pytest.raises(CommandError, match="no persona matches"):
+        call_command("bench", "realmem", "--data", str(realmem_dir), "--persona", "Nobody")
