@@ -17,17 +17,23 @@ import json
 import os
 import random
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from django.conf import settings
 from django.core.management.base import CommandError
-from django.db import connection, transaction
+from django.db import connection
+
+from memory.bench.server import (
+    children,
+    database_size_mb,
+    free_port,
+    ingest_rates,
+    rss_mb,
+    server_start,
+    server_stop,
+)
 
 MAX_AGENTS = 512
 MAX_SECONDS = 120
@@ -62,87 +68,6 @@ def _pct(values: list[float], q: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def _database_url() -> str:
-    database = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{database['NAME']}"
-    credentials = database["USER"] or ""
-    if database["PASSWORD"]:
-        credentials += f":{database['PASSWORD']}"
-    return (
-        f"postgres://{credentials}@{database['HOST'] or '127.0.0.1'}:{database['PORT'] or 5432}/"
-        f"{database['NAME']}"
-    )
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
-
-
-def _server_start(workers: int, port: int, log: Path) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "TIDELINE_DATABASE_URL": _database_url(),
-        "TIDELINE_LOG_LEVEL": "INFO",
-        "TIDELINE_WARM_ON_START": "1",
-    }
-    process = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "uvicorn", "tideline_site.asgi:application"),
-            *("--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)),
-            *("--no-access-log", "--log-level", "warning", "--lifespan", "off"),
-        ],
-        cwd=settings.BASE_DIR,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=log.open("w"),
-    )
-    # Every worker warms up (embedder, jieba, index) in the background; measure only after all did.
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise CommandError(f"the server exited: {log.read_text()[-2000:]}")
-        if log.read_text().count("warm-up done") >= workers:
-            return process
-        time.sleep(0.3)
-    process.terminate()
-    raise CommandError(f"{workers} workers did not warm up within 300 s")
-
-
-def _server_stop(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 class Agent(threading.Thread):
@@ -239,8 +164,8 @@ def _step(agents: int, *, port: int, key: str, cwd: str, options, server) -> dic
     for agent in crowd:
         agent.measuring.clear()
     elapsed = time.perf_counter() - started
-    rss = {"master": _rss_mb(server.pid)} | {
-        f"worker {pid}": _rss_mb(pid) for pid in _children(server.pid)
+    rss = {"master": rss_mb(server.pid)} | {
+        f"worker {pid}": rss_mb(pid) for pid in children(server.pid)
     }
     for agent in crowd:
         agent.stopping.set()
@@ -258,41 +183,6 @@ def _step(agents: int, *, port: int, key: str, cwd: str, options, server) -> dic
         "rss": rss,
         "load": os.getloadavg()[0],
     }
-
-
-def _database_size_mb() -> float:
-    if connection.vendor == "sqlite":
-        path = Path(connection.settings_dict["NAME"])
-        return (
-            sum(f.stat().st_size for f in path.parent.glob(f"{path.name}*") if f.is_file()) / 2**20
-        )
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_database_size(current_database())")
-        return cursor.fetchone()[0] / 2**20
-
-
-def _ingest(turns: int, scope_id: int, out) -> None:
-    """Turns per second through the write service (10 per sync, each sync one transaction), with
-    the configured embedder (inline, as eager Celery does) and with embeddings off."""
-    from django.test import override_settings
-
-    from memory.services.timeline import TurnInput, session_start, turns_record
-
-    for label, embedder in (("with embeddings", settings.TIDELINE_EMBEDDER), ("without", "none")):
-        with override_settings(TIDELINE_EMBEDDER=embedder):
-            session = session_start(
-                runtime="ingest", external_id=f"ingest-{embedder}", scope_id=scope_id
-            )
-            began = time.perf_counter()
-            for start in range(0, turns, 10):
-                batch = [
-                    TurnInput(role="user", content=f"ingest turn {start + k}: the crawler retried")
-                    for k in range(min(10, turns - start))
-                ]
-                with transaction.atomic():
-                    turns_record(session_id=session.pk, turns=batch)
-            rate = turns / (time.perf_counter() - began)
-        out(f"  ingest {label}: {rate:,.0f} turns/s ({turns:,} turns, 10 per sync)")
 
 
 def _report_step(figures: dict, out) -> None:
@@ -351,14 +241,18 @@ def run(command, options) -> None:
         _seed_rest(scope.pk, ids, rng)
         _, key = apikey_create(name="load", scope_ids=[scope.pk])
         if options["ingest"]:
-            _ingest(options["ingest"], scope.pk, out)
-        out(f"  database size: {_database_size_mb():,.0f} MB")
+            with_embeddings, without = ingest_rates(options["ingest"], scope.pk)
+            out(
+                f"  ingest: {with_embeddings:,.0f} turns/s with embeddings, {without:,.0f} "
+                f"without ({options['ingest']:,} turns each, 10 per sync)"
+            )
+        out(f"  database size: {database_size_mb():,.0f} MB")
         connection.close()
         for workers in workers_list:
-            port = _free_port()
+            port = free_port()
             out(f"\n{workers} worker(s): starting uvicorn and waiting for every worker's warm-up…")
             began = time.perf_counter()
-            server = _server_start(workers, port, log)
+            server = server_start(workers, port, log)
             out(f"  cold start (every worker warm): {time.perf_counter() - began:.1f} s")
             held[workers] = 0
             failed = False
@@ -377,7 +271,7 @@ def run(command, options) -> None:
                     if figures["errors"] or p95 > GIVE_UP_FACTOR * options["target_ms"]:
                         break
             finally:
-                _server_stop(server)
+                server_stop(server)
             text = log.read_text(errors="replace")
             if "Traceback" in text:
                 out("  the server logged errors; the last one:")

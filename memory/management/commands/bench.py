@@ -19,6 +19,7 @@ BENCHMARKS = {
     "dream": "dream.bench",
     "lifecycle": "memory.bench.lifecycle",
     "load": "memory.bench.load",
+    "scale": "memory.bench.scale",
     "mcp": "injection.mcp_bench",
 }
 
