@@ -19,7 +19,8 @@ the commit-time apply on PostgreSQL); each turn is one of a few thousand sentenc
 unique turn id, and its vector is the configured embedder's vector of its template (computed once
 per template: embedding a million distinct turns would take an hour here, and no measured query
 path depends on the values). On PostgreSQL the tables are ANALYZEd after each bulk step, as
-autovacuum does on a store that grew gradually. Nothing is written to the configured store.
+autovacuum does on a store that grew gradually. Nothing is written to the configured store
+(unless `--in-place`).
 """
 
 import json
@@ -89,6 +90,11 @@ def add_arguments(parser) -> None:
         "--ingest", type=int, default=500, help="turns written through the service per step"
     )
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--in-place",
+        action="store_true",
+        help="seed the configured database instead of a scratch one (tests use this)",
+    )
 
 
 def _steps(options) -> list[int]:
@@ -301,8 +307,9 @@ def run(command, options) -> None:
     out = command.stdout.write
     rng = random.Random(options["seed"])
     old_name = connection.settings_dict["NAME"]
-    out("creating a scratch database (the configured store is untouched)…")
-    connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    if not options["in_place"]:
+        out("creating a scratch database (the configured store is untouched)…")
+        connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
     project_dir = tempfile.mkdtemp(prefix="tideline-scale-project-")
     backend = connection.vendor
     if backend == "postgresql":
@@ -351,7 +358,8 @@ def run(command, options) -> None:
             steps_done.append(step)
     finally:
         shutil.rmtree(project_dir, ignore_errors=True)
-        connection.creation.destroy_test_db(old_name, verbosity=0)
+        if not options["in_place"]:
+            connection.creation.destroy_test_db(old_name, verbosity=0)
     out("\nsummary (p50/p95 ms over HTTP; RSS of the one web worker)")
     out("  turns       size MB  cold s  per-turn       turn search    memory search  RSS MB")
     for step in steps_done:
