@@ -105,6 +105,11 @@ class Memory(models.Model):
         indexes = [
             models.Index(fields=["scope", "status"], name="memory_scope_status"),
             models.Index(fields=["memory_type", "status"], name="memory_type_status"),
+            # The near-duplicate window (services/consolidation.py: merge_window), newest first.
+            models.Index(
+                fields=["scope", "memory_type", "-recorded_at", "-id"],
+                name="memory_scope_type_recent",
+            ),
         ]
         constraints = [
             models.UniqueConstraint(
