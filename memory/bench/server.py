@@ -115,12 +115,15 @@ def database_size_mb() -> float:
 def ingest_rates(turns: int, scope_id: int, *, tag: str = "") -> tuple[float, float]:
     """Turns per second through the write service (10 per sync, each sync one transaction,
     alternately the user's and the assistant's), with the configured embedder (inline, as eager
-    Celery does) and with embeddings off. Without a broker the user's turns also pay capture: the
+    Celery does) and with embeddings off, after the warm-up a server does. Without a broker the user's turns also pay capture: the
     inbox flush after each commit (gate, consolidation, a narrative per utterance)."""
     from django.test import override_settings
 
+    from injection.services.warmup import server_warm
     from memory.services.timeline import TurnInput, session_start, turns_record
 
+    # A server has built its indexes before its first write; the figure is the steady state's.
+    server_warm(drain_pending=False)
     rates = []
     for embedder in (settings.TIDELINE_EMBEDDER, "none"):
         with override_settings(TIDELINE_EMBEDDER=embedder):
