@@ -28,6 +28,8 @@ from django.core.management.base import CommandError
 from django.db import connection, transaction
 from django.utils import timezone
 
+from memory.bench.server import percentile
+
 SUBJECTS = ["the user", "the agent", "our team", "用户", "团队", "ユーザー", "el equipo"]
 ACTIONS = ["prefers", "decided to use", "migrated from", "fixed a bug in", "喜欢用", "决定迁移到"]
 OBJECTS = [
@@ -67,11 +69,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--starts", type=int, default=30, help="timed session starts per size")
     parser.add_argument("--hook-runs", type=int, default=20, help="timed hook processes")
     parser.add_argument("--seed", type=int, default=7)
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _seed_narratives(n: int, scope_id: int, rng: random.Random, out) -> list[int]:
@@ -358,7 +355,7 @@ def _report(n: int, figures: dict, out) -> None:
     def line(label, values, unit="ms"):
         out(
             f"  {label:<28} p50 {statistics.median(values):7.1f} {unit}   "
-            f"p95 {_pct(values, 0.95):7.1f} {unit}   max {max(values):7.1f} {unit}"
+            f"p95 {percentile(values, 0.95):7.1f} {unit}   max {max(values):7.1f} {unit}"
         )
 
     out("")

@@ -126,6 +126,7 @@ DATABASES = {
     "default": database_from_url(
         env_str("TIDELINE_DATABASE_URL", f"sqlite:///{DATA_DIR / 'tideline.sqlite3'}"),
         sqlite_options=SQLITE_OPTIONS,
+        postgres_pool_size=env_int("TIDELINE_POSTGRES_POOL_SIZE", 8, minimum=0, maximum=90),
     )
 }
 # Tests get their own database per process: a real file for SQLite (WAL, locking and triggers behave

@@ -30,6 +30,7 @@ from memory.bench.server import (
     database_size_mb,
     free_port,
     ingest_rates,
+    percentile,
     rss_mb,
     server_start,
     server_stop,
@@ -61,13 +62,6 @@ def add_arguments(parser) -> None:
         action="store_true",
         help="seed the configured database instead of a scratch one (tests use this)",
     )
-
-
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 class Agent(threading.Thread):
@@ -190,9 +184,9 @@ def _report_step(figures: dict, out) -> None:
     workers_rss = [mb for name, mb in figures["rss"].items() if name != "master"]
     out(
         f"  {figures['agents']:>4} agents  {figures['throughput']:6.1f} req/s  "
-        f"turn p50/p95/p99 {_pct(turns, 0.5):6.1f}/{_pct(turns, 0.95):6.1f}/"
-        f"{_pct(turns, 0.99):6.1f} ms (n={len(turns)})  "
-        f"write p50/p95 {_pct(writes, 0.5):6.1f}/{_pct(writes, 0.95):6.1f} ms (n={len(writes)})  "
+        f"turn p50/p95/p99 {percentile(turns, 0.5):6.1f}/{percentile(turns, 0.95):6.1f}/"
+        f"{percentile(turns, 0.99):6.1f} ms (n={len(turns)})  "
+        f"write p50/p95 {percentile(writes, 0.5):6.1f}/{percentile(writes, 0.95):6.1f} ms (n={len(writes)})  "
         f"errors {len(figures['errors'])}  "
         f"RSS master {figures['rss'].get('master', 0):.0f} MB, workers "
         f"{'/'.join(f'{mb:.0f}' for mb in workers_rss) or '-'} MB  load {figures['load']:.2f}"
@@ -262,7 +256,7 @@ def run(command, options) -> None:
                         agents, port=port, key=key, cwd=project_dir, options=options, server=server
                     )
                     _report_step(figures, out)
-                    p95 = _pct(figures["turns"], 0.95)
+                    p95 = percentile(figures["turns"], 0.95)
                     if figures["errors"] or p95 > options["target_ms"]:
                         failed = True
                     elif not failed:

@@ -44,6 +44,7 @@ from memory.bench.server import (
     database_size_mb,
     free_port,
     ingest_rates,
+    percentile,
     rss_mb,
     server_start,
     server_stop,
@@ -259,11 +260,6 @@ def _get(conn, key: str, path: str, params: dict) -> tuple[float, list]:
     return elapsed, json.loads(payload)
 
 
-def _pct(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
-
-
 def _report(step: dict, out) -> None:
     out(f"\n{step['turns']:,} turns, {step['narratives']:,} narratives on {step['backend']}")
     out(f"  bulk growth {step['grow_rate']:,.0f} turns/s (search index maintained)")
@@ -284,7 +280,7 @@ def _report(step: dict, out) -> None:
     ):
         values = step[key]
         out(
-            f"  {label:<18} p50 {statistics.median(values):6.1f} ms   p95 {_pct(values, 0.95):6.1f} ms"
+            f"  {label:<18} p50 {statistics.median(values):6.1f} ms   p95 {percentile(values, 0.95):6.1f} ms"
             f"   (n={len(values)}, HTTP incl. query embedding)"
         )
     out(f"  turn-id queries not ranked first: {step['misses']}")
@@ -366,7 +362,7 @@ def run(command, options) -> None:
         out(
             f"  {step['turns']:>9,}  {step['size_mb']:>7,.0f}  {step['cold_s']:>6.1f}  "
             + "  ".join(
-                f"{statistics.median(step[key]):5.1f}/{_pct(step[key], 0.95):6.1f}"
+                f"{statistics.median(step[key]):5.1f}/{percentile(step[key], 0.95):6.1f}"
                 for key in ("turn", "turn_search", "search")
             )
             + f"  {step['rss']:>6,.0f}"

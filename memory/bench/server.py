@@ -16,6 +16,14 @@ from django.db import connection, transaction
 WARM_TIMEOUT_S = 900
 
 
+def percentile(values: list[float], share: float) -> float:
+    """The nearest-rank percentile (share 0.5 → p50), NaN for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
 def database_url() -> str:
     """The URL of the database this process uses now (the scratch one), options included: a
     socket directory (pgserver) travels as `?host=`."""

@@ -1,5 +1,6 @@
 """Under ASGI each request runs in a thread of its own: a database connection must not outlive
-its request, or a busy server exhausts PostgreSQL's connection limit."""
+its request unless a bounded pool keeps it, or a busy server exhausts PostgreSQL's connection
+limit."""
 
 import json
 import os
@@ -8,6 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from django.conf import settings
@@ -25,16 +27,24 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _connections_to_this_database() -> int:
+# The server's connections carry this name, so the test's own (its pool's too) are not counted.
+SERVER_APPLICATION = "tideline-connection-test"
+
+
+def _server_connections() -> int:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND pid <> pg_backend_pid()"
+            " AND application_name = %s",
+            [SERVER_APPLICATION],
         )
         return cursor.fetchone()[0]
 
 
-def test_it_leaves_no_connection_open_per_served_request(transactional_db, tmp_path):
+@pytest.mark.parametrize("pool_size", [0, 3])
+def test_it_holds_no_more_connections_than_its_pool_however_many_requests_run(
+    transactional_db, tmp_path, pool_size
+):
     if connection.vendor != "postgresql":
         pytest.skip("runs in the PostgreSQL pass: SQLite has no connection limit to exhaust")
     project_dir = tmp_path / "harbour"
@@ -50,9 +60,10 @@ def test_it_leaves_no_connection_open_per_served_request(transactional_db, tmp_p
         cwd=settings.BASE_DIR,
         env={
             **os.environ,
-            "TIDELINE_DATABASE_URL": database_url(),
+            "TIDELINE_DATABASE_URL": f"{database_url()}?application_name={SERVER_APPLICATION}",
             "TIDELINE_EMBEDDER": "none",
             "TIDELINE_WARM_ON_START": "0",
+            "TIDELINE_POSTGRES_POOL_SIZE": str(pool_size),
         },
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -68,17 +79,32 @@ def test_it_leaves_no_connection_open_per_served_request(transactional_db, tmp_p
                 assert time.monotonic() < deadline, "the server did not start"
                 time.sleep(0.2)
         body = {"cwd": str(project_dir), "session_id": "c1", "content": "where is the crane"}
-        for _ in range(30):
+
+        def turn(_: int) -> int:
             request = urllib.request.Request(
                 f"http://127.0.0.1:{port}/api/v1/turn",
                 data=json.dumps(body | {"record": False}).encode(),
                 headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
                 method="POST",
             )
-            with urllib.request.urlopen(request, timeout=30) as reply:
-                assert reply.status == 200
+            with urllib.request.urlopen(request, timeout=60) as reply:
+                return reply.status
 
-        assert _connections_to_this_database() <= 2
+        peak = 0
+        with ThreadPoolExecutor(max_workers=8) as clients:
+            replies = [clients.submit(turn, number) for number in range(48)]
+            while not all(reply.done() for reply in replies):
+                peak = max(peak, _server_connections())
+                time.sleep(0.02)
+            assert {reply.result() for reply in replies} == {200}
+
+        if pool_size:
+            # Eight clients at once grow the pool to its bound, never past it, and it keeps them.
+            assert peak <= pool_size
+            assert _server_connections() == pool_size
+        else:
+            # Each request closes its own; one may still be closing when this looks.
+            assert _server_connections() <= 1
     finally:
         server.terminate()
         server.wait(timeout=20)
