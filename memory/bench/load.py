@@ -27,6 +27,7 @@ from django.db import connection
 
 from memory.bench.server import (
     children,
+    database_maintain,
     database_size_mb,
     free_port,
     ingest_rates,
@@ -240,6 +241,7 @@ def run(command, options) -> None:
                 f"  ingest: {with_embeddings:,.0f} turns/s with embeddings, {without:,.0f} "
                 f"without ({options['ingest']:,} turns each, 10 per sync)"
             )
+        database_maintain()
         out(f"  database size: {database_size_mb():,.0f} MB")
         connection.close()
         for workers in workers_list:

@@ -18,7 +18,7 @@ Rows are bulk-inserted (the search indexes still maintain themselves: FTS5 trigg
 the commit-time apply on PostgreSQL); each turn is one of a few thousand sentence templates plus a
 unique turn id, and its vector is the configured embedder's vector of its template (computed once
 per template: embedding a million distinct turns would take an hour here, and no measured query
-path depends on the values). On PostgreSQL the tables are ANALYZEd after each bulk step, as
+path depends on the values). On PostgreSQL the store is VACUUM ANALYZEd after each bulk step, as
 autovacuum does on a store that grew gradually. Nothing is written to the configured store
 (unless `--in-place`).
 """
@@ -41,6 +41,7 @@ from django.utils import timezone
 
 from memory.bench.server import (
     children,
+    database_maintain,
     database_size_mb,
     free_port,
     ingest_rates,
@@ -184,12 +185,6 @@ def _turns_grow(
         bar.update(last - first)
     bar.close()
     return (stop - start) / (time.perf_counter() - began)
-
-
-def _analyze() -> None:
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")
 
 
 def _server_run(*, key: str, cwd: str, options, rng: random.Random) -> dict:
@@ -343,7 +338,7 @@ def run(command, options) -> None:
             }
             if options["ingest"]:
                 step["ingest"] = ingest_rates(options["ingest"], scope.pk, tag=str(turns))
-            _analyze()
+            database_maintain()
             step["size_mb"] = database_size_mb()
             connection.close()
             step |= _server_run(
