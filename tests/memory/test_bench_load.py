@@ -4,6 +4,11 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
+
+from memory.bench.server import database_maintain
+from memory.models import Scope, ScopeKind
+from memory.services.scopes import scope_ensure
 
 
 @pytest.mark.slow
@@ -68,3 +73,17 @@ def test_it_grows_one_store_and_measures_a_fresh_worker_at_each_step():
 def test_it_refuses_scale_steps_that_do_not_ascend_or_are_too_small(arguments):
     with pytest.raises(CommandError):
         call_command("bench", "scale", *arguments)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_leaves_a_seeded_postgres_store_analyzed_as_autovacuum_would():
+    if connection.vendor != "postgresql":
+        pytest.skip("VACUUM ANALYZE is PostgreSQL's; SQLite's planner needs no statistics here")
+    for number in range(7):
+        scope_ensure(kind=ScopeKind.PROJECT, key=f"/work/projects/seeded-{number}")
+
+    database_maintain()
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = %s", [Scope._meta.db_table])
+        assert cursor.fetchone()[0] == Scope.objects.count()
