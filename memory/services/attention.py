@@ -4,7 +4,7 @@ Activation feeds decay (a memory nobody recalls fades) and the owner's attention
 is not a decision, so it writes no audit row: the AttentionEvent is its whole record.
 """
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -34,6 +34,13 @@ def memories_activate(
         return 0
     now = timezone.now()
     with transaction.atomic():
+        if connection.vendor == "postgresql":
+            # Every per-turn block ends here; without the wait for the WAL flush a commit's
+            # p95 went from 0.5-7 ms to 0.3-0.9 ms on this machine's disk under load (more on
+            # network storage). A crash can lose the last fraction of a second of activations,
+            # which count reads, never a decision or a memory; the database stays consistent.
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit = off")
         known = list(Memory.objects.filter(pk__in=ids).values_list("pk", flat=True))
         # Activation is bookkeeping, not an edit: updated_at stays, so the search index is not churned.
         Memory.objects.filter(pk__in=known).update(
