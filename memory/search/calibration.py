@@ -20,7 +20,9 @@ How the USE row was derived (scripts and figures in the recall report of issue 1
   full hit just because nothing better matched.
 - Measured and not taken (LoCoMo tune half vs RealMem, see the issue-14 report): a penalty for
   turns ending in a question (LoCoMo R@5 +1.1, RealMem −0.4), a session-strength prior (LoCoMo
-  tune half −0.5).
+  tune half −0.5), a turn vector mixed with its neighbours' stored vectors (held-out half +0.0;
+  with own-text vectors +0.3 but RealMem −0.006) and priors for the query's strongest sessions
+  (held-out −0.5 to +0.0); figures in tools/recall/README.md.
 
 A model not in the table uses the TIDELINE_SEARCH_* / TIDELINE_T1_MIN_COSINE settings.
 """

