@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -108,3 +109,36 @@ def test_it_holds_no_more_connections_than_its_pool_however_many_requests_run(
     finally:
         server.terminate()
         server.wait(timeout=20)
+
+
+def _backend_in_a_new_thread() -> tuple[int, str]:
+    """What a request thread sees: its own Django connection, closed when it ends (as Django does
+    at the end of every request)."""
+    seen: list[tuple[int, str]] = []
+
+    def request() -> None:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid(), current_database()")
+                seen.append(cursor.fetchone())
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=request)
+    thread.start()
+    thread.join()
+    return seen[0]
+
+
+@pytest.mark.django_db
+def test_it_reuses_one_postgres_backend_across_requests_of_the_test_database():
+    if connection.vendor != "postgresql":
+        pytest.skip("runs in the PostgreSQL pass: the connection pool is PostgreSQL's")
+
+    first_backend, first_database = _backend_in_a_new_thread()
+    second_backend, second_database = _backend_in_a_new_thread()
+
+    assert second_backend == first_backend
+    # The pool was built for the test database, not the one the settings named before the test
+    # run switched to it.
+    assert first_database == second_database == connection.settings_dict["NAME"]

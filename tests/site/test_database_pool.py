@@ -1,11 +1,9 @@
 import os
 import subprocess
 import sys
-import threading
 
 import pytest
 from django.conf import settings as django_settings
-from django.db import connection
 
 from tideline_site.env import database_from_url
 
@@ -57,36 +55,3 @@ def test_it_refuses_a_pool_size_that_is_not_a_small_count(value):
     assert result.returncode != 0
     assert "TIDELINE_POSTGRES_POOL_SIZE" in result.stderr
     assert "Traceback" not in result.stderr
-
-
-def _backend_in_a_new_thread() -> tuple[int, str]:
-    """What a request thread sees: its own Django connection, closed when it ends (as Django does
-    at the end of every request)."""
-    seen: list[tuple[int, str]] = []
-
-    def request() -> None:
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_backend_pid(), current_database()")
-                seen.append(cursor.fetchone())
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=request)
-    thread.start()
-    thread.join()
-    return seen[0]
-
-
-@pytest.mark.django_db
-def test_it_reuses_one_postgres_backend_across_requests_of_the_test_database():
-    if connection.vendor != "postgresql":
-        pytest.skip("the connection pool is PostgreSQL's; SQLite opens a file")
-
-    first_backend, first_database = _backend_in_a_new_thread()
-    second_backend, second_database = _backend_in_a_new_thread()
-
-    assert second_backend == first_backend
-    # The pool was built for the test database, not the one the settings named before the test
-    # run switched to it.
-    assert first_database == second_database == connection.settings_dict["NAME"]
