@@ -31,6 +31,7 @@ from injection.operations.fields import (
     RecallIn,
     SearchIn,
     SelfConceptIn,
+    SessionSearchIn,
     SessionStartIn,
     SnapshotIn,
     SnapshotQuery,
@@ -219,6 +220,13 @@ def timeline_view(request, query: Query[TimelineIn]):
 @api.get("/v1/timeline/search", response=MANY, tags=["timeline"])
 def timeline_search_view(request, query: Query[TurnSearchIn]):
     return ops.turns_search(caller=_caller(request, accepts=_fields(TurnSearchIn)), data=query)
+
+
+@api.get("/v1/timeline/sessions", response=MANY, tags=["timeline"])
+def timeline_sessions_view(request, query: Query[SessionSearchIn]):
+    return ops.sessions_search(
+        caller=_caller(request, accepts=_fields(SessionSearchIn)), data=query
+    )
 
 
 @api.post("/v1/facts", response=ONE, tags=["memories"])

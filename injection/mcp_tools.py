@@ -88,6 +88,13 @@ TOOLS = [
         "context_record_transcript", ops.transcript_record, fields.TranscriptIn, IDEMPOTENT_WRITE
     ),
     ToolSpec("context_search", ops.turns_search, fields.TurnSearchIn, READ, listing="results"),
+    ToolSpec(
+        "context_search_sessions",
+        ops.sessions_search,
+        fields.SessionSearchIn,
+        READ,
+        listing="sessions",
+    ),
     ToolSpec("context_timeline", ops.timeline_read, fields.TimelineIn, READ, listing="turns"),
     ToolSpec(
         "memory_read_profiles", ops.profiles_list, fields.ProfilesIn, READ, listing="profiles"

@@ -10,6 +10,7 @@ from injection.operations.calls import Caller
 from injection.operations.context import (
     memories_surface,
     session_begin,
+    sessions_search,
     timeline_read,
     transcript_record,
     turn_record,
@@ -55,6 +56,7 @@ __all__ = [
     "self_concept_read",
     "self_concept_set",
     "session_begin",
+    "sessions_search",
     "snapshot_create",
     "snapshots_list",
     "stats_read",

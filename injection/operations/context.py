@@ -12,6 +12,7 @@ from injection.operations.calls import (
 )
 from injection.operations.fields import (
     SessionIn,
+    SessionSearchIn,
     SessionStartIn,
     SurfaceIn,
     TimelineIn,
@@ -28,6 +29,7 @@ from injection.services.sync import SessionRef, session_open, turns_sync
 from injection.transcripts import claude_code_turns
 from memory.models import Session
 from memory.search import turn_search
+from memory.search.sessions import session_search
 from memory.selectors.reads import session_visible_pk, timeline_stretch
 from memory.selectors.visibility import scope_ids_held, scope_ids_readable, sessions_visible
 from memory.services.errors import Conflict
@@ -203,6 +205,24 @@ def turns_search(*, caller: Caller, data: TurnSearchIn) -> list[dict]:
         query=data.q, scope_ids=readable_or_held_ids(caller=caller, where=data), limit=data.limit
     )
     return [{"turn": turn_as_dict(hit.turn), "score": hit.score, "why": hit.why} for hit in hits]
+
+
+@operation
+def sessions_search(*, caller: Caller, data: SessionSearchIn) -> list[dict]:
+    """Find the earlier conversations a question is about: whole sessions ranked by keywords and
+    meaning, each with its best turns as evidence."""
+    hits = session_search(
+        query=data.q, scope_ids=readable_or_held_ids(caller=caller, where=data), limit=data.limit
+    )
+    return [
+        {
+            "session": session_as_dict(hit.session),
+            "score": hit.score,
+            "why": hit.why,
+            "turns": [{"turn": turn_as_dict(turn.turn), "score": turn.score} for turn in hit.turns],
+        }
+        for hit in hits
+    ]
 
 
 @operation

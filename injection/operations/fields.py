@@ -207,6 +207,13 @@ class TurnSearchIn(WhereIn):
     limit: int = Field(10, ge=1, le=100)
 
 
+class SessionSearchIn(WhereIn):
+    q: str = Field(
+        ..., min_length=1, max_length=2000, description="what the conversation was about"
+    )
+    limit: int = Field(5, ge=1, le=50)
+
+
 class SurfaceIn(WhereIn):
     text: str = Field(..., min_length=1, max_length=20_000)
     budget_tokens: int = Field(2000, ge=50, le=20_000)

@@ -195,11 +195,15 @@ def evaluate(samples: list[dict], *, run_tag: str, out, block: bool = False, pro
     """Import, ask every question, and return the figures (also printed to `out`): for all
     conversations, and for the tune (first half) and held-out (second half) conversations.
     `progress`, a bar, advances by one per question asked."""
+    from memory.models import ContextTurn
     from memory.search import memory_search, turn_search
+    from memory.search.sessions import session_search
 
     rows = []
     latencies = []
     block_rows = []
+    session_rows = []
+    session_latencies = []
     half = (len(samples) + 1) // 2
     for number, sample in enumerate(samples):
         started = time.perf_counter()
@@ -212,6 +216,12 @@ def evaluate(samples: list[dict], *, run_tag: str, out, block: bool = False, pro
         if block:
             dia_of = memories_seed(scope_id=scope_id, turns=stored)
         part = "tune" if number < half else "held-out"
+        session_name = {
+            session_id: _session_of(dia)
+            for session_id, dia in ContextTurn.objects.filter(scope_id=scope_id).values_list(
+                "session_id", "meta__dia_id"
+            )
+        }
         for qa in sample["qa"]:
             if progress is not None:
                 progress.update(1)
@@ -223,6 +233,19 @@ def evaluate(samples: list[dict], *, run_tag: str, out, block: bool = False, pro
             latencies.append((time.perf_counter() - began) * 1000)
             ranked = [hit.turn.meta.get("dia_id") for hit in hits]
             rows.append((qa.get("category"), gold, ranked, part))
+            began = time.perf_counter()
+            sessions = session_search(
+                query=qa["question"], scope_ids=[scope_id], limit=max(SESSION_KS)
+            )
+            session_latencies.append((time.perf_counter() - began) * 1000)
+            session_rows.append(
+                (
+                    qa.get("category"),
+                    {_session_of(dia) for dia in gold},
+                    [session_name.get(hit.session.pk) for hit in sessions],
+                    part,
+                )
+            )
             if block:
                 searched = memory_search(query=qa["question"], scope_ids=[scope_id], limit=5)
                 shown = block_ranked(query=qa["question"], scope_id=scope_id)
@@ -242,7 +265,36 @@ def evaluate(samples: list[dict], *, run_tag: str, out, block: bool = False, pro
     }
     if block_rows:
         figures["block"] = _block_figures(block_rows)
+    figures["sessions"] = _session_figures(session_rows, session_latencies)
     return figures
+
+
+def _session_figures(session_rows, latencies) -> dict:
+    """Session-level recall of session_search (gold = the sessions holding evidence), overall, per
+    half and per category, and its latency."""
+
+    def recall(subset) -> dict[int, float]:
+        return {
+            k: _percent([len(gold & set(ranked[:k])) / len(gold) for _, gold, ranked, _ in subset])
+            for k in SESSION_KS
+        }
+
+    ordered = sorted(latencies) or [0.0]
+    return {
+        "overall": recall(session_rows),
+        "halves": {
+            part: recall([row for row in session_rows if row[3] == part])
+            for part in ("tune", "held-out")
+            if any(row[3] == part for row in session_rows)
+        },
+        "categories": {
+            name: recall([row for row in session_rows if row[0] == number])
+            for number, name in CATEGORIES.items()
+            if any(row[0] == number for row in session_rows)
+        },
+        "p50_ms": statistics.median(ordered),
+        "p95_ms": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))],
+    }
 
 
 def _block_figures(block_rows) -> dict:
@@ -305,6 +357,13 @@ def figures_print(figures: dict, out) -> None:
         + "".join(f"{session[k]:7.1f}" for k in SESSION_KS)
         + f"{mrr:7.1f}"
     )
+    sessions = figures.get("sessions")
+    if sessions:
+        out(
+            f"{'Tideline session_search':<34}"
+            + " " * 7 * len(KS)
+            + "".join(f"{sessions['overall'][k]:7.1f}" for k in SESSION_KS)
+        )
     for name, values in PUBLISHED:
         out(f"{name:<34}" + "".join(f"{value:7.1f}" for value in values))
     out("")
@@ -330,6 +389,19 @@ def figures_print(figures: dict, out) -> None:
         out(
             f"{'  per category R@5':<34}"
             + "  ".join(f"{name} {values[0][5]:.1f}" for name, values in half["categories"].items())
+        )
+    if sessions:
+        out("")
+        out(
+            f"{'session_search, S@5':<34}"
+            + "  ".join(
+                f"{name} {values[5]:.1f}"
+                for name, values in [*sessions["halves"].items(), *sessions["categories"].items()]
+            )
+        )
+        out(
+            f"session_search latency: p50 {sessions['p50_ms']:.1f} ms, "
+            f"p95 {sessions['p95_ms']:.1f} ms"
         )
     if "block" in figures:
         out("")

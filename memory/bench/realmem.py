@@ -3,8 +3,9 @@
 One store per persona. Sessions are imported in order (turns via `turns_record`, the session's date
 as `occurred_at`, embedded after commit); before each session, every query turn in it is asked of
 `turn_search` with the query turn's text as written, over the sessions strictly before it (the
-store holds nothing later), no LLM. Turns are ranked and collapsed to sessions by first occurrence.
-Printed: session R@5/10, all@5/10 and MRR overall and per category, the plain-BM25 floor, the
+store holds nothing later), no LLM. Two units, both reported: turns ranked by `turn_search` and
+collapsed to sessions by first occurrence, and whole sessions ranked by `session_search`.
+Printed: session R@5/10, all@5/10 and MRR overall and per category for each, the plain-BM25 floor, the
 per-turn block's R@5 (every user turn also stored as a narrative memory, asked of `memory_search`
 and of `context_turn`), and query latency. Protocol: ../shared/bench/README.md. Runs in a scratch
 database unless `--in-place`.
@@ -153,11 +154,14 @@ def evaluate(
     from memory.bench.locomo import block_ranked, memories_seed
     from memory.models import ScopeKind
     from memory.search import memory_search, turn_search
+    from memory.search.sessions import session_search
     from memory.services.scopes import scope_ensure
 
     rows = []
+    session_rows = []
     block_rows = []
     latencies = []
+    session_latencies = []
     for path in files:
         dialogues = json.loads(path.read_text())["dialogues"]
         if sessions:
@@ -181,6 +185,12 @@ def evaluate(
                 latencies.append((time.perf_counter() - began) * 1000)
                 ranked = list(dict.fromkeys(uuid_of.get(hit.turn.session_id) for hit in hits))
                 rows.append((category, gold, ranked))
+                began = time.perf_counter()
+                sessions_hit = session_search(query=text, scope_ids=[scope.pk], limit=max(KS))
+                session_latencies.append((time.perf_counter() - began) * 1000)
+                session_rows.append(
+                    (category, gold, [uuid_of.get(hit.session.pk) for hit in sessions_hit])
+                )
                 if block:
                     searched = memory_search(query=text, scope_ids=[scope.pk], limit=5)
                     shown = block_ranked(query=text, scope_id=scope.pk)
@@ -208,7 +218,9 @@ def evaluate(
         )
         if progress is not None:
             progress.update(1)
-    return _figures(rows, block_rows, latencies)
+    figures = _figures(rows, block_rows, latencies)
+    figures["sessions"] = _figures(session_rows, [], session_latencies)
+    return figures
 
 
 def _recall(subset, k: int, column: int = 2) -> tuple[float, float]:
@@ -259,16 +271,20 @@ def _figures(rows, block_rows, latencies) -> dict:
 
 def figures_print(figures: dict, out) -> None:
     out(
-        f"RealMem session-level retrieval (turns ranked, collapsed to sessions): "
+        f"RealMem session-level retrieval (turns ranked and collapsed, or sessions ranked): "
         f"{figures['overall']['n']} scorable queries"
     )
     out("")
     columns = [f"R@{k}" for k in KS] + [f"all@{k}" for k in KS] + ["MRR"]
     out(f"{'':<34}" + "".join(f"{c:>8}" for c in columns))
-    for name, values in [("Tideline turn_search", figures["overall"])] + [
-        (f"{name} ({values['n']})", values) for name, values in figures["categories"].items()
-    ]:
-        out(f"{name:<34}" + "".join(f"{values[c]:8.3f}" for c in columns))
+    for label, unit in (
+        ("Tideline turn_search", figures),
+        ("Tideline session_search", figures["sessions"]),
+    ):
+        for name, values in [(label, unit["overall"])] + [
+            (f"  {name} ({values['n']})", values) for name, values in unit["categories"].items()
+        ]:
+            out(f"{name:<34}" + "".join(f"{values[c]:8.3f}" for c in columns))
     out(
         "plain BM25 floor (README): session unit R@5/10 0.594/0.709, turn unit collapsed "
         "0.523/0.642, Implicit Preference R@5 0.42"
@@ -283,7 +299,8 @@ def figures_print(figures: dict, out) -> None:
     out("")
     out(
         f"query latency (turn_search incl. query embedding): p50 {figures['p50_ms']:.1f} ms, "
-        f"p95 {figures['p95_ms']:.1f} ms"
+        f"p95 {figures['p95_ms']:.1f} ms; session_search p50 "
+        f"{figures['sessions']['p50_ms']:.1f} ms, p95 {figures['sessions']['p95_ms']:.1f} ms"
     )
 
 

@@ -39,6 +39,8 @@ class Calibration:
     turn_floor: float
     semantic_weight: float
     lexical_floor_share: float
+    session_semantic_weight: float
+    session_turn_share: float
 
 
 CALIBRATIONS = {
@@ -48,6 +50,8 @@ CALIBRATIONS = {
         turn_floor=0.0,
         semantic_weight=0.35,
         lexical_floor_share=0.5,
+        session_semantic_weight=0.5,
+        session_turn_share=0.3,
     ),
 }
 
@@ -63,4 +67,6 @@ def calibration_get(model_id: str | None) -> Calibration:
         turn_floor=settings.TIDELINE_SEARCH_TURN_SEMANTIC_FLOOR,
         semantic_weight=settings.TIDELINE_SEARCH_SEMANTIC_WEIGHT,
         lexical_floor_share=0.0,
+        session_semantic_weight=settings.TIDELINE_SEARCH_SEMANTIC_WEIGHT,
+        session_turn_share=0.3,
     )

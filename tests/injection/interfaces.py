@@ -271,6 +271,11 @@ OPERATIONS: dict[str, Operation] = {
         writes=False,
         bad=({"q": ""}, {"q": "x", "limit": 1000}),
     ),
+    "sessions_search": Operation(
+        lambda a: {**a.where, "q": COMMON_WORDS},
+        writes=False,
+        bad=({"q": ""}, {"q": "x", "limit": 51}),
+    ),
     "fact_create": Operation(
         lambda a: {
             **a.where,
@@ -383,6 +388,7 @@ REST_ROUTES: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/transcripts"): "transcript_record",
     ("GET", "/api/v1/timeline"): "timeline_read",
     ("GET", "/api/v1/timeline/search"): "turns_search",
+    ("GET", "/api/v1/timeline/sessions"): "sessions_search",
     ("POST", "/api/v1/facts"): "fact_create",
     ("POST", "/api/v1/narratives"): "narrative_create",
     ("GET", "/api/v1/memories"): "memories_list",
@@ -419,6 +425,7 @@ MCP_TOOLS: dict[str, str] = {
     "context_sync": "turns_record",
     "context_record_transcript": "transcript_record",
     "context_search": "turns_search",
+    "context_search_sessions": "sessions_search",
     "context_timeline": "timeline_read",
     "memory_read_profiles": "profiles_list",
     "memory_write_self_concept": "self_concept_set",

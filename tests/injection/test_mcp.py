@@ -33,6 +33,7 @@ EXPECTED_TOOLS = {
     "memory_surface",
     "context_record",
     "context_search",
+    "context_search_sessions",
     "context_timeline",
     "memory_write_profile",
     "memory_read_profiles",

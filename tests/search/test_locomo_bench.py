@@ -93,6 +93,10 @@ def test_it_runs_the_locomo_bench_end_to_end(locomo_file):
     ours = re.search(r"Tideline turn_search\s+([\d. ]+)", text).group(1).split()
     assert [float(value) for value in ours[:4]] == [100.0, 100.0, 100.0, 100.0]
     assert "DRAGON (dense), LoCoMo paper" in text and "56.7" in text
+    # Whole sessions ranked by session_search, next to the turn ranking's sessions (S@5/10/25).
+    sessions = re.search(r"Tideline session_search\s+([\d. ]+)", text).group(1).split()
+    assert [float(value) for value in sessions] == [100.0, 100.0, 100.0]
+    assert "session_search latency: p50" in text
     for category in ("multi-hop", "temporal", "single-hop"):
         assert category in text
     assert "p50" in text and "p95" in text

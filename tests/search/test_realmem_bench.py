@@ -99,6 +99,9 @@ def test_it_runs_the_realmem_bench_end_to_end(realmem_dir):
     assert "2 scorable queries" in text
     ours = re.search(r"Tideline turn_search\s+([\d. ]+)", text).group(1).split()
     assert float(ours[0]) == 1.0
+    sessions = re.search(r"Tideline session_search\s+([\d. ]+)", text).group(1).split()
+    assert float(sessions[0]) == 1.0
+    assert "session_search p50" in text
     for category in ("Dynamic Updating", "Implicit Preference"):
         assert category in text
     assert "search" in text and "block" in text and "p50" in text

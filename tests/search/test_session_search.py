@@ -1,0 +1,186 @@
+from datetime import UTC, datetime
+
+import pytest
+
+from memory.search import turn_search
+from memory.search.sessions import session_search
+from memory.services.errors import InvalidInput
+from memory.services.timeline import TurnInput, session_start, turns_record
+
+WHEN = datetime(2024, 3, 10, tzinfo=UTC)
+FILLER = [
+    "We watched a film on Friday night.",
+    "The weather was cold and grey all week.",
+    "My cousin called about the wedding.",
+    "I finished the crossword this morning.",
+    "The train was late again today.",
+]
+
+
+def record(scope, external_id, lines, when, callbacks):
+    session = session_start(runtime="test", external_id=external_id, scope_id=scope.pk)
+    with callbacks(execute=True):
+        turns_record(
+            session_id=session.pk,
+            turns=[
+                TurnInput(role=role, content=text, speaker=role, occurred_at=when)
+                for role, text in lines
+            ],
+        )
+    return session
+
+
+@pytest.fixture
+def plan_and_aside(project_scope, django_capture_on_commit_callbacks):
+    """A session that works through a garden plan, a few of its words at a time with small talk in
+    between, and one that names all the plan's words in a single turn, among small talk."""
+    plan_lines = [
+        "Let's make a plan for the allotment this spring.",
+        "First, measure the raised beds along the fence.",
+        "Order heirloom tomato seeds before March ends.",
+        "The hose reaches the far corner, so drip watering works for the beds.",
+        "Compost goes into the raised beds two weeks before sowing.",
+        "The tomato seeds need the drip watering most; check the hose.",
+        "Great, the allotment plan is taking shape: compost first.",
+    ]
+    lines = []
+    for number, text in enumerate(plan_lines):
+        lines.append(("user" if number % 2 else "assistant", text))
+        lines += [("user", FILLER[number % 5]), ("assistant", FILLER[(number + 1) % 5])]
+    plan = record(project_scope, "plan", lines, WHEN, django_capture_on_commit_callbacks)
+    small_talk = [("user", FILLER[number % 5]) for number in range(12)]
+    aside = record(
+        project_scope,
+        "aside",
+        [
+            *small_talk[:6],
+            (
+                "assistant",
+                "Heirloom tomato seeds, raised beds measured, compost, drip watering and the hose: "
+                "my allotment plan, in one line.",
+            ),
+            *small_talk[6:],
+        ],
+        WHEN,
+        django_capture_on_commit_callbacks,
+    )
+    record(
+        project_scope,
+        "unrelated",
+        [("user", text) for text in FILLER],
+        WHEN,
+        django_capture_on_commit_callbacks,
+    )
+    return plan, aside
+
+
+QUESTION = (
+    "What's the next step of the allotment plan? I have the raised beds measured, the compost "
+    "is in, and the heirloom tomato seeds arrived; what about the drip watering and the hose?"
+)
+
+
+# On PostgreSQL, 0 makes the native backend rank a candidate view instead of every row of the
+# scope; the in-process index ignores it.
+@pytest.mark.parametrize("exact_rows", [2000, 0])
+def test_it_ranks_the_session_that_holds_the_plan_above_one_that_names_it_once(
+    project_scope, plan_and_aside, settings, exact_rows
+):
+    settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
+    plan, aside = plan_and_aside
+    hits = session_search(query=QUESTION, scope_ids=[project_scope.pk], limit=3)
+    assert [hit.session.pk for hit in hits[:2]] == [plan.pk, aside.pk]
+    best = hits[0]
+    assert {"allot", "compost", "hose"} <= set(best.why["matched_terms"])
+    assert best.why["lexical_share"] > hits[1].why["lexical_share"]
+    # Its evidence is its own best turns, best first.
+    assert best.turns and all(turn.turn.session_id == plan.pk for turn in best.turns)
+    scores = [turn.score for turn in best.turns]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_it_lists_sessions_in_score_order_with_why_matching_the_score(
+    project_scope, plan_and_aside
+):
+    hits = session_search(query="tomato seeds", scope_ids=[project_scope.pk], limit=10)
+    assert hits
+    scores = [hit.score for hit in hits]
+    assert scores == sorted(scores, reverse=True)
+    for hit in hits:
+        assert hit.why["score"] == round(hit.score, 4)
+        assert hit.why["score"] == pytest.approx(
+            hit.why["lexical_share"] + hit.why["semantic_share"] + hit.why["best_turn_share"],
+            abs=3e-4,
+        )
+
+
+def test_it_scores_whole_sessions_where_turn_search_scores_one_turn(project_scope, plan_and_aside):
+    plan, aside = plan_and_aside
+    # The single turn that names the plan's words together is the best turn...
+    first_turn = turn_search(query=QUESTION, scope_ids=[project_scope.pk], limit=1)[0]
+    assert first_turn.turn.session_id == aside.pk
+    # ...but the conversation about the plan is the plan session.
+    assert session_search(query=QUESTION, scope_ids=[project_scope.pk])[0].session.pk == plan.pk
+
+
+def test_it_never_reaches_a_session_outside_the_callers_scopes(
+    project_scope, other_project_scope, plan_and_aside, django_capture_on_commit_callbacks
+):
+    elsewhere = record(
+        other_project_scope,
+        "elsewhere",
+        [("user", "My allotment plan: tomato seeds, raised beds, compost and drip watering.")],
+        WHEN,
+        django_capture_on_commit_callbacks,
+    )
+    mine = session_search(query=QUESTION, scope_ids=[project_scope.pk], limit=10)
+    assert elsewhere.pk not in {hit.session.pk for hit in mine}
+    theirs = session_search(query=QUESTION, scope_ids=[other_project_scope.pk], limit=10)
+    assert [hit.session.pk for hit in theirs] == [elsewhere.pk]
+    assert session_search(query=QUESTION, scope_ids=[]) == []
+
+
+def test_it_counts_only_turns_inside_the_time_bounds(
+    project_scope, django_capture_on_commit_callbacks
+):
+    january = record(
+        project_scope,
+        "january",
+        [("user", "Renew the harbour permit at the port office.")],
+        datetime(2024, 1, 10, tzinfo=UTC),
+        django_capture_on_commit_callbacks,
+    )
+    march = record(
+        project_scope,
+        "march",
+        [("user", "The harbour permit renewal needs a new form.")],
+        datetime(2024, 3, 10, tzinfo=UTC),
+        django_capture_on_commit_callbacks,
+    )
+    scope = [project_scope.pk]
+    february = datetime(2024, 2, 1, tzinfo=UTC)
+
+    def found(**bounds):
+        return {
+            hit.session.pk
+            for hit in session_search(query="harbour permit", scope_ids=scope, **bounds)
+        }
+
+    assert found() == {january.pk, march.pk}
+    assert found(since=february) == {march.pk}
+    assert found(until=february) == {january.pk}
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"query": "x", "limit": 0},
+        {"query": "x", "limit": 201},
+        {"query": 42},
+        {"query": "x", "scope_ids": ["1"]},
+    ],
+)
+def test_it_refuses_bad_input(project_scope, arguments):
+    arguments = {"scope_ids": [project_scope.pk], **arguments}
+    with pytest.raises(InvalidInput):
+        session_search(**arguments)
