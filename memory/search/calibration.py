@@ -18,6 +18,10 @@ How the USE row was derived (scripts and figures in the recall report of issue 1
 - `lexical_floor_share`: BM25 is read against max(best row, share × the BM25 a row holding each
   query term once would get), so a row matching only a weak term (a speaker's name) is not a
   full hit just because nothing better matched.
+- `session_semantic_weight` 0.5 and `session_turn_share` 0.3 (memory/search/sessions.py): chosen
+  on LoCoMo conversations 0–4 and RealMem's first four personas, confirmed on the other halves
+  (session R@5 against turn hits collapsed to sessions: LoCoMo 0.892 vs 0.896 held-out, RealMem
+  0.637 vs 0.627 held-out); the table and script are in tools/recall/README.md.
 - Measured and not taken (LoCoMo tune half vs RealMem, see the issue-14 report): a penalty for
   turns ending in a question (LoCoMo R@5 +1.1, RealMem −0.4), a session-strength prior (LoCoMo
   tune half −0.5), a turn vector mixed with its neighbours' stored vectors (held-out half +0.0;
