@@ -14,8 +14,10 @@ collapsed to sessions, per half and per category, and session_search's p50.
 - `realmem` imports every persona once into TIDELINE_DATA_DIR's database (about 25 minutes), each
   session at its day plus n seconds, so `until` = the query's session start gives exactly the store
   `bench realmem` asks it of (turns before that session). Halves: the first four personas by file
-  name / the other six. The turn-collapse column reads BM25 statistics over the whole store, so it
-  is 0.005–0.01 off `bench realmem`'s; the session column is exact.
+  name / the other six. The store holds every persona's later sessions too, which changes BM25
+  statistics for turn_search (it reads them over the whole scope) and which misspelt terms read as
+  a speaker's name, so both columns differ from `bench realmem`'s by up to 0.01: compare variants
+  here, and quote `bench realmem` for the product's figures.
 """
 
 import dataclasses
