@@ -664,6 +664,27 @@ def _memories_typed(kinds: dict[int, str]) -> dict[int, Memory]:
     return found
 
 
+def turns_open(*, query: str, scope_ids: list[int]):
+    """The turn index as `query` ranks it (narrowed on PostgreSQL), the embedder's calibration and
+    the query's vector: what turn_search and session_search both start from."""
+    index = search_index("turn")
+    calibration = calibration_get(index.model_id)
+    vector = _query_vector(query, index)
+    return index.narrow(query=query, scope_ids=scope_ids, vector=vector), calibration, vector
+
+
+def turns_within(
+    table, mask: np.ndarray, *, since: datetime | None, until: datetime | None
+) -> np.ndarray:
+    """A copy of `mask` keeping the turns that happened in [since, until)."""
+    within = mask.copy()
+    if since is not None:
+        within &= table["occurred_at"] >= since.timestamp()
+    if until is not None:
+        within &= table["occurred_at"] < until.timestamp()
+    return within
+
+
 def turn_search(
     *,
     query: str,
@@ -678,18 +699,11 @@ def turn_search(
     query = _check_common(query, scope_ids, limit)
     if not scope_ids or not query:
         return []
-    index = search_index("turn")
-    calibration = calibration_get(index.model_id)
-    vector = _query_vector(query, index)
-    index = index.narrow(query=query, scope_ids=scope_ids, vector=vector)
+    index, calibration, vector = turns_open(query=query, scope_ids=scope_ids)
     with index.lock:
         table = index.table
         in_scope = table["alive"] & _among(table["scope"], scope_ids)
-        eligible = in_scope.copy()
-        if since is not None:
-            eligible &= table["occurred_at"] >= since.timestamp()
-        if until is not None:
-            eligible &= table["occurred_at"] < until.timestamp()
+        eligible = turns_within(table, in_scope, since=since, until=until)
         if session_ids is not None:
             eligible &= np.isin(table["session"], np.asarray(session_ids, dtype=np.int64))
 

@@ -33,15 +33,14 @@ import numpy as np
 from django.conf import settings
 
 from memory.models import ContextTurn, Session
-from memory.search.calibration import calibration_get
 from memory.search.service import (
     TurnHit,
     _among,
     _blas_one_thread,
     _check_common,
-    _query_vector,
     _scope_labels,
-    search_index,
+    turns_open,
+    turns_within,
 )
 from memory.search.text import text_terms
 
@@ -85,17 +84,11 @@ def session_search(
     query = _check_common(query, scope_ids, limit)
     if not scope_ids or not query:
         return []
-    index = search_index("turn")
-    calibration = calibration_get(index.model_id)
-    vector = _query_vector(query, index)
-    index = index.narrow(query=query, scope_ids=scope_ids, vector=vector)
+    index, calibration, vector = turns_open(query=query, scope_ids=scope_ids)
     with index.lock:
         table = index.table
-        eligible = table["alive"] & _among(table["scope"], scope_ids)
-        if since is not None:
-            eligible &= table["occurred_at"] >= since.timestamp()
-        if until is not None:
-            eligible &= table["occurred_at"] < until.timestamp()
+        in_scope = table["alive"] & _among(table["scope"], scope_ids)
+        eligible = turns_within(table, in_scope, since=since, until=until)
         rows = np.flatnonzero(eligible)
         if not len(rows):
             return []
