@@ -297,6 +297,11 @@ TIDELINE_SEARCH_PRIOR_RECENCY = env_float("TIDELINE_SEARCH_PRIOR_RECENCY", 0.03,
 # Added to decision-layer narratives (seed 004's "why we chose X") when the query asks about a
 # past choice (memory/search/intent.py).
 TIDELINE_SEARCH_PRIOR_DECISION = env_float("TIDELINE_SEARCH_PRIOR_DECISION", 0.1, minimum=0.0)
+# Turn priors for questions about time (memory/search/timing.py): WHEN is added to turns that place
+# themselves in time ("yesterday", "last week", a date) when the query asks when; DAY, when the
+# query names a day, to turns of that day, fading to nothing a week after it.
+TIDELINE_SEARCH_PRIOR_WHEN = env_float("TIDELINE_SEARCH_PRIOR_WHEN", 0.15, minimum=0.0, maximum=1.0)
+TIDELINE_SEARCH_PRIOR_DAY = env_float("TIDELINE_SEARCH_PRIOR_DAY", 0.4, minimum=0.0, maximum=1.0)
 # A turn is searched as a small window of conversation: its neighbours (this many turns either
 # side, same session) count at NEIGHBOUR_WEIGHT per term, the month and year it happened at
 # DATE_WEIGHT; its vector embeds the turn with EMBED_WINDOW turns either side.

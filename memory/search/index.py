@@ -23,6 +23,7 @@ from django.db import connection
 from memory.models import ContextTurn, Memory, MemoryStatus, MemoryType, NarrativeLayer
 from memory.search import schema
 from memory.search.text import date_terms, text_terms
+from memory.search.timing import mentions_time
 from memory.services.weights import salience
 
 logger = logging.getLogger("tideline.search")
@@ -467,7 +468,12 @@ class TurnIndex(SearchIndex):
     documents_hold_neighbours = True
     model = ContextTurn
     word_table = schema.TURN_WORD
-    columns = {"session": np.int64, "seq": np.int64, "occurred_at": np.float64}
+    columns = {
+        "session": np.int64,
+        "seq": np.int64,
+        "occurred_at": np.float64,
+        "mentions_time": np.bool_,
+    }
 
     def _load(self, ids: list[int]) -> None:
         for document in turn_documents(
@@ -561,6 +567,7 @@ def _session_span_documents(
             "session": session_id,
             "seq": seq,
             "occurred_at": epoch(occurred_at, 0.0),
+            "mentions_time": mentions_time(own),
         }
         documents.append(TurnDocument(pk, values, bag, own, blob, model_id))
     return documents

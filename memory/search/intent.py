@@ -1,5 +1,6 @@
 """What a query asks for, where it changes ranking: a question about a past choice ("why did we
-pick X?") prefers decision-layer narratives, the "why we chose X" chains of seed 004.
+pick X?") prefers decision-layer narratives, the "why we chose X" chains of seed 004; a question
+about when something happened prefers turns that place themselves in time (memory/search/timing.py).
 
 Patterns per language, kept literal: a question word together with a choosing verb, or the noun
 phrases that name a decision's reason. False positives only add a small prior to decision rows.
@@ -32,3 +33,26 @@ _CHOICE = re.compile("|".join(f"(?:{pattern})" for pattern in _CHOICE_QUESTIONS)
 def asks_about_choice(query: str) -> bool:
     """Whether the query asks why, or what, something was chosen or decided."""
     return bool(_CHOICE.search(query))
+
+
+_WHEN_QUESTIONS = [
+    # English: "when did/is/will …", "what date/day/year …", "which month …", "how long ago".
+    # "when" alone is not enough: dialogue-length queries say "when I was debugging …".
+    r"\bwhen (did|does|do|is|was|were|are|will|would|has|have|had|can|could|should)\b",
+    r"\b(which|what) (year|month|day|date|week)\b",
+    r"\bhow long ago\b",
+    # Chinese: 什么时候, 何时, 哪天/哪一天, 哪年/哪一年, 哪个月, 几月几号/几号
+    r"什么时候|何时|哪一?天|哪一?年|哪个月|几月几[号日]|几号",
+    # Japanese: いつ (not いつも, "always"), 何日, 何年, 何月
+    r"いつ(?!も)|何日|何年|何月",
+    # Spanish: cuándo, qué día/fecha, en qué año/mes
+    r"\bcu[áa]ndo\b",
+    r"\bqu[ée] (d[íi]a|fecha)\b",
+    r"\ben qu[ée] (a[ñn]o|mes)\b",
+]
+_WHEN = re.compile("|".join(f"(?:{pattern})" for pattern in _WHEN_QUESTIONS), re.IGNORECASE)
+
+
+def asks_when(query: str) -> bool:
+    """Whether the query asks when something happened or will happen."""
+    return bool(_WHEN.search(query))

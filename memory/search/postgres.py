@@ -75,6 +75,7 @@ from memory.search.index import (
     turn_documents,
 )
 from memory.search.text import query_literals, text_terms
+from memory.search.timing import time_terms
 
 logger = logging.getLogger("tideline.search")
 
@@ -885,7 +886,13 @@ def native_view(
                 "LEFT JOIN memory_narrative n ON n.memory_ptr_id = d.id"
             )
         else:
-            columns += ["s.session_id", "s.seq", "extract(epoch FROM s.occurred_at)::float8"]
+            columns += [
+                "s.session_id",
+                "s.seq",
+                "extract(epoch FROM s.occurred_at)::float8",
+                "d.own && %s::text[]",
+            ]
+            params.append(sorted(time_terms()))
             joins = "JOIN memory_contextturn s ON s.id = d.id"
         select = f"SELECT {', '.join(columns)} FROM {table} d {joins}"
         if exact:
@@ -1194,9 +1201,10 @@ class MemoryView(_View, MemoryIndex):
 
 class TurnView(_View, TurnIndex):
     def _columns(self, rows) -> dict[str, list]:
-        columns = list(zip(*rows, strict=True)) if rows else [()] * 11
+        columns = list(zip(*rows, strict=True)) if rows else [()] * 12
         return {
             "session": list(columns[8]),
             "seq": list(columns[9]),
             "occurred_at": _epochs(columns[10], 0.0),
+            "mentions_time": list(columns[11]),
         }

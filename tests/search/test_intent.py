@@ -1,8 +1,9 @@
-"""Which queries ask about a past choice (and so prefer decision-layer narratives)."""
+"""Which queries ask about a past choice (and so prefer decision-layer narratives), and which ask
+when (and so prefer turns that place themselves in time)."""
 
 import pytest
 
-from memory.search.intent import asks_about_choice
+from memory.search.intent import asks_about_choice, asks_when
 
 
 @pytest.mark.parametrize(
@@ -37,3 +38,37 @@ def test_it_recognises_a_question_about_a_past_choice(query):
 )
 def test_it_leaves_other_queries_alone(query):
     assert not asks_about_choice(query)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "When did Caroline go to the support group?",
+        "when is Andrew planning to go to the beach",
+        "Which year did Audrey adopt her first dogs?",
+        "what date was the release",
+        "How long ago did we migrate?",
+        "他什么时候去的北京？",
+        "我们是哪天上线的",
+        "いつ東京に行きましたか",
+        "¿Cuándo fuiste al cine?",
+        "¿En qué año nos mudamos?",
+    ],
+)
+def test_it_recognises_a_question_about_when(query):
+    assert asks_when(query)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        # A dialogue-length query says "when" without asking it.
+        "Yeah, when I was debugging the crawler the retries kept piling up.",
+        "What did we decide about the retry policy",
+        "他喜欢什么？",
+        "いつも同じエラーが出ます",
+        "¿cómo despliego el servicio?",
+    ],
+)
+def test_it_does_not_read_every_when_as_a_question_about_time(query):
+    assert not asks_when(query)

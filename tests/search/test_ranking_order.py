@@ -28,6 +28,9 @@ VOCABULARY = [
     "Amy",
     "边界",
     "兜底",
+    # A when-question and a named day: turn_search's time priors are part of the score too.
+    "When did",
+    "on 7 Jan 2024",
 ]
 TRANSCRIPT = (
     '"Bart": I finally went to the lighthouse in Maine last weekend!\n'

@@ -1,0 +1,140 @@
+"""Questions about time: a when-question prefers the turn that places the event in time, a question
+that names a day prefers the turns of that day and the week after it."""
+
+from datetime import UTC, date, datetime
+
+import pytest
+
+from memory.search import turn_search
+from memory.search.text import text_terms
+from memory.search.timing import days_named, mentions_time
+from memory.services.timeline import TurnInput, session_start, turns_record
+
+
+def record(scope, external_id, lines, when, callbacks):
+    session = session_start(runtime="test", external_id=external_id, scope_id=scope.pk)
+    with callbacks(execute=True):
+        return turns_record(
+            session_id=session.pk,
+            turns=[
+                TurnInput(role="user", speaker=speaker, content=text, occurred_at=when)
+                for speaker, text in lines
+            ],
+        )
+
+
+def shares_sum_to_score(hit) -> bool:
+    why = hit.why
+    parts = why["lexical_share"] + why["semantic_share"] + sum(why["boosts"].values())
+    return why["score"] == pytest.approx(parts, abs=3e-4)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Yesterday I went bowling and got two strikes.", True),
+        ("We adopted Pixie three weeks ago.", True),
+        ("I'm flying to Toronto on July 11.", True),
+        ("The release shipped in 2023.", True),
+        ("我上个月去了北京。", True),
+        ("先週は忙しかった。", True),
+        ("Fui ayer al cine.", True),
+        ("I may go bowling, have a nice day!", False),
+        ("Bowling is the best way to unwind.", False),
+        ("我喜欢打保龄球。", False),
+    ],
+)
+def test_it_knows_which_turns_place_themselves_in_time(text, expected):
+    assert mentions_time(text_terms(text)) is expected
+
+
+@pytest.mark.parametrize(
+    ("query", "days"),
+    [
+        ("What was James doing on March 16, 2022?", [date(2022, 3, 16)]),
+        ("on Mar 3rd 2023 and on 7 Jan 2024", [date(2023, 3, 3), date(2024, 1, 7)]),
+        ("the 16th of March, 2022", [date(2022, 3, 16)]),
+        ("¿qué pasó el 16 de marzo de 2022?", [date(2022, 3, 16)]),
+        ("2022年3月16日发生了什么？", [date(2022, 3, 16)]),
+        ("deploy on 2024-01-10", [date(2024, 1, 10)]),
+        # Day and month both read when either order is a date.
+        ("the meeting of 10.01.2024", [date(2024, 1, 10), date(2024, 10, 1)]),
+        ("the meeting of 25/12/2024", [date(2024, 12, 25)]),
+        # Not days: an impossible date, a month alone, a bare number.
+        ("invoice dated 2024-02-30", []),
+        ("What did we paint in May 2023?", []),
+        ("ticket 16 of 2022", []),
+    ],
+)
+def test_it_reads_the_days_a_query_names(query, days):
+    assert days_named(query) == days
+
+
+@pytest.fixture
+def bowling(project_scope, django_capture_on_commit_callbacks):
+    """One session in March: James talks about bowling; one turn says when he went."""
+    return record(
+        project_scope,
+        "bowling",
+        [
+            ("James", "Bowling with my brother is fun."),
+            ("John", "Nice! Do you have your own ball?"),
+            ("James", "Yesterday I went bowling with my brother and got two strikes."),
+            ("John", "Two strikes, well done!"),
+        ],
+        datetime(2022, 3, 17, 15, 0, tzinfo=UTC),
+        django_capture_on_commit_callbacks,
+    )
+
+
+# On PostgreSQL, 0 makes the native backend rank a candidate view (mentions_time read from the
+# stored own terms in SQL) instead of every row of the scope; the in-process index ignores it.
+@pytest.mark.parametrize("exact_rows", [2000, 0])
+def test_it_prefers_the_turn_that_says_when_for_a_when_question(
+    project_scope, bowling, settings, exact_rows
+):
+    settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
+    query = "When did James go bowling with his brother?"
+    settings.TIDELINE_SEARCH_PRIOR_WHEN = 0.0
+    without = turn_search(query=query, scope_ids=[project_scope.pk], limit=4)
+    assert without[0].turn.pk == bowling[0].pk
+    assert all(hit.why["boosts"]["priors"] == 0 for hit in without)
+
+    settings.TIDELINE_SEARCH_PRIOR_WHEN = 0.15
+    hits = turn_search(query=query, scope_ids=[project_scope.pk], limit=4)
+    assert hits[0].turn.pk == bowling[2].pk
+    priors = {hit.turn.pk: hit.why["boosts"]["priors"] for hit in hits}
+    assert priors[bowling[2].pk] == pytest.approx(0.15)
+    assert priors[bowling[0].pk] == 0
+    assert all(shares_sum_to_score(hit) for hit in hits)
+
+    # The same words, not asked as a question about time, get no prior.
+    plain = turn_search(query="James bowling brother", scope_ids=[project_scope.pk], limit=4)
+    assert all(hit.why["boosts"]["priors"] == 0 for hit in plain)
+
+
+@pytest.mark.parametrize("exact_rows", [2000, 0])
+def test_it_prefers_the_turns_of_a_named_day_and_the_week_after(
+    project_scope, settings, django_capture_on_commit_callbacks, exact_rows
+):
+    settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
+    line = [("James", "I went bowling with my brother and got two strikes.")]
+    callbacks = django_capture_on_commit_callbacks
+    day_after = record(project_scope, "march", line, datetime(2022, 3, 17, tzinfo=UTC), callbacks)
+    record(project_scope, "june", line, datetime(2022, 6, 1, tzinfo=UTC), callbacks)
+    record(project_scope, "before", line, datetime(2022, 3, 1, tzinfo=UTC), callbacks)
+
+    hits = turn_search(
+        query="What was James doing on March 16, 2022?", scope_ids=[project_scope.pk], limit=3
+    )
+    assert hits[0].turn.pk == day_after[0].pk
+    # A day after the named day: six sevenths of the prior; weeks away: none.
+    assert hits[0].why["boosts"]["priors"] == pytest.approx(0.4 * 6 / 7, abs=1e-4)
+    assert [hit.why["boosts"]["priors"] for hit in hits[1:]] == [0, 0]
+    assert all(shares_sum_to_score(hit) for hit in hits)
+
+    settings.TIDELINE_SEARCH_PRIOR_DAY = 0.0
+    flat = turn_search(
+        query="What was James doing on March 16, 2022?", scope_ids=[project_scope.pk], limit=3
+    )
+    assert all(hit.why["boosts"]["priors"] == 0 for hit in flat)
