@@ -302,6 +302,10 @@ TIDELINE_SEARCH_PRIOR_DECISION = env_float("TIDELINE_SEARCH_PRIOR_DECISION", 0.1
 # query names a day, to turns of that day, fading to nothing a week after it.
 TIDELINE_SEARCH_PRIOR_WHEN = env_float("TIDELINE_SEARCH_PRIOR_WHEN", 0.15, minimum=0.0, maximum=1.0)
 TIDELINE_SEARCH_PRIOR_DAY = env_float("TIDELINE_SEARCH_PRIOR_DAY", 0.4, minimum=0.0, maximum=1.0)
+# Added to the turns of each speaker a query names (memory/search/turn_priors.py).
+TIDELINE_SEARCH_PRIOR_SPEAKER = env_float(
+    "TIDELINE_SEARCH_PRIOR_SPEAKER", 0.15, minimum=0.0, maximum=1.0
+)
 # A turn is searched as a small window of conversation: its neighbours (this many turns either
 # side, same session) count at NEIGHBOUR_WEIGHT per term, the month and year it happened at
 # DATE_WEIGHT; its vector embeds the turn with EMBED_WINDOW turns either side.

@@ -458,6 +458,12 @@ def _one_edit_apart(left: str, right: str) -> bool:
     return True
 
 
+# Speakers that are roles, not people: a question that says "the user" or "assist" names nobody.
+ROLE_SPEAKERS = frozenset(
+    ["user", "assistant", "system", "tool", "agent", "ai", "bot", "human", "model"]
+)
+
+
 class TurnIndex(SearchIndex):
     """Turns are ranked as small windows of conversation: a turn's document holds its own terms, the
     terms of its neighbouring turns in the same session at a lower weight, and the month and year it
@@ -473,7 +479,37 @@ class TurnIndex(SearchIndex):
         "seq": np.int64,
         "occurred_at": np.float64,
         "mentions_time": np.bool_,
+        "speaker": np.int32,
     }
+
+    def _reset(self) -> None:
+        super()._reset()
+        # Who said each turn, as a number into `speaker_names` (the terms of each speaker's name);
+        # 0 is no name: an empty speaker or a role (ROLE_SPEAKERS), which a question never names.
+        self.speaker_names: list[frozenset[str]] = [frozenset()]
+        self.speaker_numbers: dict[str, int] = {}
+
+    def speaker_number(self, speaker: str | None) -> int:
+        """The number of the speaker called `speaker`, registered on first sight."""
+        name = (speaker or "").strip()
+        if name.lower() in ROLE_SPEAKERS or not name:
+            return 0
+        number = self.speaker_numbers.get(name)
+        if number is None:
+            terms = frozenset(text_terms(name))
+            number = len(self.speaker_names) if terms else 0
+            if terms:
+                self.speaker_names.append(terms)
+            self.speaker_numbers[name] = number
+        return number
+
+    def speakers_named(self, terms: set[str]) -> list[int]:
+        """The speakers one of whose name terms is among `terms` (a query's, resolved)."""
+        return [
+            number
+            for number, name in enumerate(self.speaker_names)
+            if number and not name.isdisjoint(terms)
+        ]
 
     def _load(self, ids: list[int]) -> None:
         for document in turn_documents(
@@ -481,7 +517,7 @@ class TurnIndex(SearchIndex):
         ):
             self._add(
                 document.pk,
-                document.values,
+                {**document.values, "speaker": self.speaker_number(document.speaker)},
                 document.bag,
                 self._vector(document.blob, document.model_id),
                 own=document.own,
@@ -496,6 +532,7 @@ class TurnDocument:
     own: Counter
     blob: bytes | None
     model_id: str
+    speaker: str
 
 
 def turn_documents(
@@ -548,7 +585,7 @@ def _session_span_documents(
         speakers.update(text_terms(row[4] or ""))
     documents = []
     for position, row in enumerate(rows):
-        pk, scope_id, seq, occurred_at, _, _, blob, model_id = row
+        pk, scope_id, seq, occurred_at, speaker, _, blob, model_id = row
         if not low - window <= seq <= high + window:
             continue
         own = Counter(terms.get(pk, []))
@@ -569,5 +606,5 @@ def _session_span_documents(
             "occurred_at": epoch(occurred_at, 0.0),
             "mentions_time": mentions_time(own),
         }
-        documents.append(TurnDocument(pk, values, bag, own, blob, model_id))
+        documents.append(TurnDocument(pk, values, bag, own, blob, model_id, speaker or ""))
     return documents

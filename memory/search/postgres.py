@@ -891,6 +891,7 @@ def native_view(
                 "s.seq",
                 "extract(epoch FROM s.occurred_at)::float8",
                 "d.own && %s::text[]",
+                "s.speaker",
             ]
             params.append(sorted(time_terms()))
             joins = "JOIN memory_contextturn s ON s.id = d.id"
@@ -1201,10 +1202,11 @@ class MemoryView(_View, MemoryIndex):
 
 class TurnView(_View, TurnIndex):
     def _columns(self, rows) -> dict[str, list]:
-        columns = list(zip(*rows, strict=True)) if rows else [()] * 12
+        columns = list(zip(*rows, strict=True)) if rows else [()] * 13
         return {
             "session": list(columns[8]),
             "seq": list(columns[9]),
             "occurred_at": _epochs(columns[10], 0.0),
             "mentions_time": list(columns[11]),
+            "speaker": [self.speaker_number(name) for name in columns[12]],
         }

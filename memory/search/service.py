@@ -9,9 +9,10 @@ Score of a candidate (all weights are settings, see README "Search"):
     + lifecycle priors       memories only: salience (weight raised by emotion intensity),
                              pinned, recency, and decision-layer narratives when the query asks
                              about a past choice (memory/search/intent.py)
-    + time priors            turns only: a question that asks when prefers turns that place
+    + turn priors            turns only: a question that asks when prefers turns that place
                              themselves in time, one that names a day the turns of that day and
-                             the week after it (memory/search/timing.py)
+                             the week after it, one that names a speaker that speaker's turns
+                             (memory/search/turn_priors.py)
 
 A candidate with no lexical match needs a cosine of at least the semantic floor: pure similarity
 below it is noise, not recall. A literal keyword hit in a short query therefore always outranks
@@ -57,7 +58,7 @@ from memory.search.index import (
 )
 from memory.search.intent import asks_about_choice
 from memory.search.text import query_literals, text_terms
-from memory.search.timing import turn_time_priors
+from memory.search.turn_priors import turn_priors
 from memory.services.errors import InvalidInput
 
 logger = logging.getLogger("tideline.search")
@@ -721,9 +722,7 @@ def turn_search(
             lexical=True,
             semantic=True,
             floor=calibration.turn_floor,
-            priors=turn_time_priors(
-                query=query, occurred_at=table["occurred_at"], mentions=table["mentions_time"]
-            ),
+            priors=turn_priors(index=index, query=query),
             vector=vector,
             calibration=calibration,
         )

@@ -1,5 +1,6 @@
-"""Questions about time: a when-question prefers the turn that places the event in time, a question
-that names a day prefers the turns of that day and the week after it."""
+"""Turn priors: a when-question prefers the turn that places the event in time, a question that
+names a day prefers the turns of that day and the week after it, and one that names a speaker
+prefers that speaker's turns."""
 
 from datetime import UTC, date, datetime
 
@@ -94,6 +95,8 @@ def test_it_prefers_the_turn_that_says_when_for_a_when_question(
     project_scope, bowling, settings, exact_rows
 ):
     settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
+    # James is a speaker the query names: the speaker prior has its own test.
+    settings.TIDELINE_SEARCH_PRIOR_SPEAKER = 0.0
     query = "When did James go bowling with his brother?"
     settings.TIDELINE_SEARCH_PRIOR_WHEN = 0.0
     without = turn_search(query=query, scope_ids=[project_scope.pk], limit=4)
@@ -118,6 +121,7 @@ def test_it_prefers_the_turns_of_a_named_day_and_the_week_after(
     project_scope, settings, django_capture_on_commit_callbacks, exact_rows
 ):
     settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
+    settings.TIDELINE_SEARCH_PRIOR_SPEAKER = 0.0
     line = [("James", "I went bowling with my brother and got two strikes.")]
     callbacks = django_capture_on_commit_callbacks
     day_after = record(project_scope, "march", line, datetime(2022, 3, 17, tzinfo=UTC), callbacks)
@@ -138,3 +142,65 @@ def test_it_prefers_the_turns_of_a_named_day_and_the_week_after(
         query="What was James doing on March 16, 2022?", scope_ids=[project_scope.pk], limit=3
     )
     assert all(hit.why["boosts"]["priors"] == 0 for hit in flat)
+
+
+@pytest.fixture
+def destress(project_scope, django_capture_on_commit_callbacks):
+    """Caroline and Melanie talk about running; Caroline's reply repeats Melanie's words."""
+    return record(
+        project_scope,
+        "running",
+        [
+            ("Melanie", "I've been running farther to clear my head."),
+            ("Caroline", "Running farther after work to clear your head, Melanie? I love that."),
+            ("Melanie", "Thanks! Pottery helps me too."),
+        ],
+        datetime(2023, 7, 12, tzinfo=UTC),
+        django_capture_on_commit_callbacks,
+    )
+
+
+@pytest.mark.parametrize("exact_rows", [2000, 0])
+def test_it_prefers_the_turns_of_the_speaker_a_question_names(
+    project_scope, destress, settings, exact_rows
+):
+    settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
+    query = "What does Melanie do after work to clear her head?"
+    settings.TIDELINE_SEARCH_PRIOR_SPEAKER = 0.0
+    without = turn_search(query=query, scope_ids=[project_scope.pk], limit=3)
+    assert without[0].turn.pk == destress[1].pk
+
+    settings.TIDELINE_SEARCH_PRIOR_SPEAKER = 0.15
+    hits = turn_search(query=query, scope_ids=[project_scope.pk], limit=3)
+    assert hits[0].turn.pk == destress[0].pk
+    priors = {hit.turn.speaker: hit.why["boosts"]["priors"] for hit in hits}
+    assert priors == {"Melanie": pytest.approx(0.15), "Caroline": 0}
+    assert all(shares_sum_to_score(hit) for hit in hits)
+
+    # A name one letter off (Melany) is read as the speaker's, as the lexical match reads it.
+    variant = turn_search(
+        query="What does Melany do to clear her head?", scope_ids=[project_scope.pk], limit=3
+    )
+    assert variant[0].turn.speaker == "Melanie"
+    assert variant[0].why["boosts"]["priors"] == pytest.approx(0.15)
+
+
+def test_it_never_reads_a_role_as_a_named_speaker(
+    project_scope, django_capture_on_commit_callbacks
+):
+    record(
+        project_scope,
+        "roles",
+        [
+            ("User", "Can you assist me with the deploy script?"),
+            ("Assistant", "Sure, the user wants the deploy script: here it is."),
+        ],
+        datetime(2024, 1, 5, tzinfo=UTC),
+        django_capture_on_commit_callbacks,
+    )
+    hits = turn_search(
+        query="what did the user ask the assistant about the deploy script?",
+        scope_ids=[project_scope.pk],
+    )
+    assert len(hits) == 2
+    assert all(hit.why["boosts"]["priors"] == 0 for hit in hits)
