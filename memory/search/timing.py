@@ -4,8 +4,7 @@ A question that asks when something happened ("When did James go bowling?") is a
 that anchors the event in time ("yesterday I went bowling"), while its neighbours share the same
 words and no date. A question that names a day ("What was James doing on March 16, 2022?") is
 answered by what was said on that day or in the days after it ("yesterday I …", "last week …").
-turn_search adds these two priors to the fused score (issue 14; tuned on LoCoMo conversations 0–4,
-confirmed on 5–9, figures in tools/recall/README.md).
+memory/search/turn_priors.py adds these two priors to turn_search's fused score.
 """
 
 import re
