@@ -296,6 +296,7 @@ def _rank(
     *,
     index: SearchIndex,
     query: str,
+    terms: list[str],
     eligible: np.ndarray,
     stats_rows: np.ndarray,
     scope_ids: list[int],
@@ -308,8 +309,8 @@ def _rank(
     calibration: Calibration,
     min_cosine: float | None = None,
 ) -> list[tuple[int, float, float, float | None, dict]]:
-    """(row, score, bm25, cosine, why) for the best `limit` eligible rows, in score order. `vector`
-    is the query's embedding (None: keyword only); with `min_cosine`, only rows whose cosine
+    """(row, score, bm25, cosine, why) for the best `limit` eligible rows, in score order. `terms`
+    are the query's resolved lexical terms (empty when lexical is off); `vector` is its embedding (None: keyword only); with `min_cosine`, only rows whose cosine
     reaches it compete, so the limit stays full.
 
     Exact by construction: a provisional literal match can only be withdrawn, which only lowers a
@@ -319,7 +320,6 @@ def _rank(
     """
     if not eligible.any() or not query:
         return []
-    terms = index.terms_resolve(text_terms(query)) if lexical else []
     bm25 = index.bm25(terms, eligible, stats_rows)
     literals = _Literals(index, query, eligible, scope_ids) if lexical else None
     keyword_boost = settings.TIDELINE_SEARCH_KEYWORD_BOOST * min(
@@ -531,6 +531,7 @@ def _memory_rank(
         ranked = _rank(
             index=index,
             query=query,
+            terms=index.terms_resolve(text_terms(query)) if lexical else [],
             eligible=eligible,
             stats_rows=in_scope,
             scope_ids=scope_ids,
@@ -712,9 +713,11 @@ def turn_search(
         if session_ids is not None:
             eligible &= np.isin(table["session"], np.asarray(session_ids, dtype=np.int64))
 
+        terms = index.terms_resolve(text_terms(query))
         ranked = _rank(
             index=index,
             query=query,
+            terms=terms,
             eligible=eligible,
             stats_rows=in_scope,
             scope_ids=scope_ids,
@@ -722,7 +725,7 @@ def turn_search(
             lexical=True,
             semantic=True,
             floor=calibration.turn_floor,
-            priors=turn_priors(index=index, query=query),
+            priors=turn_priors(index=index, query=query, terms=terms),
             vector=vector,
             calibration=calibration,
         )

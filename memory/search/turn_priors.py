@@ -15,12 +15,14 @@ import numpy as np
 from django.conf import settings
 
 from memory.search.index import TurnIndex
-from memory.search.text import text_terms
 from memory.search.timing import turn_time_priors
 
 
-def turn_priors(*, index: TurnIndex, query: str) -> Callable[[np.ndarray], np.ndarray] | None:
-    """The priors of `query` over `index`'s rows, or None when it has none."""
+def turn_priors(
+    *, index: TurnIndex, query: str, terms: list[str]
+) -> Callable[[np.ndarray], np.ndarray] | None:
+    """The priors of `query` (its resolved lexical `terms`) over `index`'s rows, or None when it
+    has none."""
     table = index.table
     parts = []
     timed = turn_time_priors(
@@ -29,7 +31,7 @@ def turn_priors(*, index: TurnIndex, query: str) -> Callable[[np.ndarray], np.nd
     if timed is not None:
         parts.append(timed)
     weight = settings.TIDELINE_SEARCH_PRIOR_SPEAKER
-    named = index.speakers_named(set(index.terms_resolve(text_terms(query)))) if weight else []
+    named = index.speakers_named(set(terms)) if weight else []
     if named:
         speakers = table["speaker"]
         chosen = np.asarray(named, dtype=np.int32)
