@@ -310,8 +310,9 @@ def _rank(
     min_cosine: float | None = None,
 ) -> list[tuple[int, float, float, float | None, dict]]:
     """(row, score, bm25, cosine, why) for the best `limit` eligible rows, in score order. `terms`
-    are the query's resolved lexical terms (empty when lexical is off); `vector` is its embedding (None: keyword only); with `min_cosine`, only rows whose cosine
-    reaches it compete, so the limit stays full.
+    are the query's resolved lexical terms (empty when lexical is off); `vector` is its embedding
+    (None: keyword only); with `min_cosine`, only rows whose cosine reaches it compete, so the
+    limit stays full.
 
     Exact by construction: a provisional literal match can only be withdrawn, which only lowers a
     score, so provisional scores are upper bounds. Rows are verified until the best `limit` by
