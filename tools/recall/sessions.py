@@ -35,6 +35,7 @@ import django
 
 django.setup()
 from django.core.management import call_command
+from django.test import override_settings
 
 from memory.bench import locomo
 from memory.bench.realmem import CATEGORIES, persona_queries, session_day
@@ -139,20 +140,43 @@ def realmem_rows() -> list[tuple]:
     return rows
 
 
+def turn_variant_install(spec: str) -> dict:
+    """A turn-ranking variant of tune.py (JSON): installed for both turn_search and
+    session_search; returns its TIDELINE_* settings, to be applied while ranking."""
+    from tools.recall import tune
+
+    variant = json.loads(spec)
+    calibration.CALIBRATIONS[MODEL] = BASE
+    settings_ = {key: value for key, value in variant.items() if key.startswith("TIDELINE_")}
+    with override_settings(**settings_):
+        tune.variant_install(variant)
+    return settings_
+
+
 def main(which: str, variants: list[str]) -> None:
     rows = locomo_rows() if which == "locomo" else realmem_rows()
     categories = list(CATEGORIES) if which == "realmem" else list(locomo.CATEGORIES.values())
     for variant in variants:
-        weight, share = (float(value) for value in variant.split(","))
-        calibration.CALIBRATIONS[MODEL] = dataclasses.replace(
-            BASE, session_semantic_weight=weight, session_turn_share=share
-        )
+        settings_: dict = {}
+        if variant.startswith("{"):
+            settings_ = turn_variant_install(variant)
+        else:
+            weight, share = (float(value) for value in variant.split(","))
+            calibration.CALIBRATIONS[MODEL] = dataclasses.replace(
+                BASE, session_semantic_weight=weight, session_turn_share=share
+            )
         latencies, ranked = [], []
-        for *row, arguments, names in rows:
-            began = time.perf_counter()
-            hits = session_search(**arguments, limit=10)
-            latencies.append((time.perf_counter() - began) * 1000)
-            ranked.append((*row, [names[hit.session.pk] for hit in hits]))
+        with override_settings(**settings_):
+            for half, category, gold, collapsed, arguments, names in rows:
+                if settings_ or variant.startswith("{"):
+                    hits = turn_search(**arguments, limit=50 if which == "locomo" else 200)
+                    collapsed = list(dict.fromkeys(names[hit.turn.session_id] for hit in hits))
+                began = time.perf_counter()
+                hits = session_search(**arguments, limit=10)
+                latencies.append((time.perf_counter() - began) * 1000)
+                ranked.append(
+                    (half, category, gold, collapsed, [names[hit.session.pk] for hit in hits])
+                )
         parts = []
         for half in ("tune", "held-out", None):
             subset = [row for row in ranked if half is None or row[0] == half]
@@ -166,7 +190,7 @@ def main(which: str, variants: list[str]) -> None:
             if (subset := [row for row in ranked if row[1] == name])
         )
         print(
-            f"w={weight} β={share} | " + " | ".join(parts) + f" | {by_category} | "
+            f"{variant} | " + " | ".join(parts) + f" | {by_category} | "
             f"session_search p50 {statistics.median(latencies):.1f} ms",
             flush=True,
         )

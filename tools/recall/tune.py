@@ -118,8 +118,104 @@ def session_rank(spec: dict):
     return rank
 
 
+def feedback_rank(spec: dict):
+    """A `_rank` that ranks turns twice: the second time with the first ranking's best `k` turns
+    fed back. `beta`: the query vector plus β × their mean vector (dense Rocchio). `alpha`: a prior
+    of α × the BM25 of their `terms` best expansion terms (RM3-like), scaled to its maximum."""
+    k, beta, alpha = spec.get("k", 3), spec.get("beta", 0.0), spec.get("alpha", 0.0)
+    wanted = spec.get("terms", 10)
+
+    def rank(**options):
+        index = options["index"]
+        if "session" not in index.table.data:
+            return ORIGINAL_RANK(**options)
+        first = ORIGINAL_RANK(**{**options, "limit": max(k, options["limit"])})
+        top = [row for row, *_ in first[:k]]
+        if not top:
+            return first
+        again = dict(options)
+        if beta and options["vector"] is not None:
+            mixed = options["vector"] + beta * index.table.vectors[top].mean(axis=0)
+            again["vector"] = (mixed / np.linalg.norm(mixed)).astype(np.float32)
+        if alpha:
+            from memory.search.text import text_terms
+
+            ids = [int(index.table["id"][row]) for row in top]
+            texts = dict(ContextTurn.objects.filter(pk__in=ids).values_list("pk", "content"))
+            stats = options["stats_rows"]
+            total = int(stats.sum())
+            query_terms = set(options["terms"])
+            weights: dict[str, float] = {}
+            for pk in ids:
+                for term in set(text_terms(texts.get(pk, ""))):
+                    if term in query_terms or term in index.speaker_terms:
+                        continue
+                    posting = index.postings.get(term)
+                    df = int(stats[posting[0]].sum()) if posting is not None else 0
+                    if df < 2:
+                        continue
+                    weights[term] = weights.get(term, 0.0) + np.log(
+                        1 + (total - df + 0.5) / (df + 0.5)
+                    )
+            chosen = sorted(weights, key=weights.get, reverse=True)[:wanted]
+            extra = index.bm25(chosen, options["eligible"], stats)
+            scale = float(extra.max()) or 1.0
+            base = options["priors"]
+
+            def priors(rows):
+                total_ = base(rows) if base is not None else np.zeros(len(rows), np.float32)
+                return (total_ + alpha * extra[rows] / scale).astype(np.float32)
+
+            again["priors"] = priors
+        return ORIGINAL_RANK(**again)
+
+    return rank
+
+
+def patched_rank(replacements: list[list[str]]):
+    """`_rank` with its source edited (each `[old, new]` must occur): a ranking change tried in
+    place, with everything else exactly as in the app."""
+    import inspect
+    import textwrap
+
+    source = textwrap.dedent(inspect.getsource(ORIGINAL_RANK))
+    for old, new in replacements:
+        if old not in source:
+            raise SystemExit(f"not in _rank: {old!r}")
+        source = source.replace(old, new)
+    namespace = dict(vars(service))
+    exec(compile(source, "<patched _rank>", "exec"), namespace)
+    return namespace["_rank"]
+
+
+ORIGINAL_FUNCTIONS: dict = {}
+
+
+def function_patch(spec: list | None) -> None:
+    """`[module, function, [[old, new], ...]]`: that function's source edited and installed in its
+    module for this variant (the original is put back for the next)."""
+    import importlib
+    import inspect
+    import textwrap
+
+    for (module_name, name), original in ORIGINAL_FUNCTIONS.items():
+        setattr(importlib.import_module(module_name), name, original)
+    if not spec:
+        return
+    module_name, name, replacements = spec
+    module = importlib.import_module(module_name)
+    original = ORIGINAL_FUNCTIONS.setdefault((module_name, name), getattr(module, name))
+    source = textwrap.dedent(inspect.getsource(original))
+    for old, new in replacements:
+        if old not in source:
+            raise SystemExit(f"not in {name}: {old!r}")
+        source = source.replace(old, new)
+    exec(compile(source, f"<patched {name}>", "exec"), vars(module))
+
+
 def variant_install(variant: dict) -> None:
     """Build the turn index (settings already applied) and change it as `variant` says."""
+    function_patch(variant.get("patch_fn"))
     service._indexes.clear()
     weight = variant.get("semantic_weight")
     calibration_module.CALIBRATIONS[MODEL] = (
@@ -127,7 +223,15 @@ def variant_install(variant: dict) -> None:
         if weight is not None
         else BASE_CALIBRATION
     )
-    service._rank = session_rank(variant["session"]) if "session" in variant else ORIGINAL_RANK
+    service._rank = (
+        session_rank(variant["session"])
+        if "session" in variant
+        else feedback_rank(variant["feedback"])
+        if "feedback" in variant
+        else patched_rank(variant["patch"])
+        if "patch" in variant
+        else ORIGINAL_RANK
+    )
     index = service.search_index("turn")
     if not variant.get("context"):
         return
