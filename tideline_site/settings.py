@@ -272,6 +272,13 @@ TIDELINE_EMBEDDER_BATCH = env_int("TIDELINE_EMBEDDER_BATCH", 64, minimum=1, maxi
 # BM25 term saturation and length normalisation (0.5 beats the textbook 0.75 on short turns).
 TIDELINE_SEARCH_BM25_K1 = env_float("TIDELINE_SEARCH_BM25_K1", 1.2, minimum=0.0, maximum=5.0)
 TIDELINE_SEARCH_BM25_B = env_float("TIDELINE_SEARCH_BM25_B", 0.5, minimum=0.0, maximum=1.0)
+# Turns' own b: a turn's document holds its neighbours' terms too, so its length says more about
+# how talkative that stretch of conversation was than about how diluted the turn is, and the turns
+# that state facts are the long ones. Tuned on LoCoMo 0–4 and RealMem's first four personas,
+# confirmed on the other halves (tools/recall/README.md).
+TIDELINE_SEARCH_TURN_BM25_B = env_float(
+    "TIDELINE_SEARCH_TURN_BM25_B", 0.2, minimum=0.0, maximum=1.0
+)
 # Share of the final score given to (min-max normalised) cosine similarity; the rest is BM25. This
 # and the floors below apply to models without a row in memory/search/calibration.py.
 TIDELINE_SEARCH_SEMANTIC_WEIGHT = env_float(

@@ -113,6 +113,8 @@ class SearchIndex(ABC):
 
     kind = ""
     documents_hold_neighbours = False
+    # The setting holding BM25's length normalisation b for this kind of document.
+    bm25_b_setting = "TIDELINE_SEARCH_BM25_B"
     model = Memory
     word_table = ""
     columns: dict[str, np.dtype] = {}
@@ -246,7 +248,7 @@ class SearchIndex(ABC):
         if not terms or not stats_rows.any():
             return scores
         k1 = settings.TIDELINE_SEARCH_BM25_K1
-        b = settings.TIDELINE_SEARCH_BM25_B
+        b = getattr(settings, self.bm25_b_setting)
         lengths = self.table["length"]
         total = int(stats_rows.sum())
         average = float(lengths[stats_rows].mean()) or 1.0
@@ -472,6 +474,7 @@ class TurnIndex(SearchIndex):
 
     kind = "turn"
     documents_hold_neighbours = True
+    bm25_b_setting = "TIDELINE_SEARCH_TURN_BM25_B"
     model = ContextTurn
     word_table = schema.TURN_WORD
     columns = {

@@ -784,7 +784,13 @@ def native_view(
         cte_params: list = []
         if not exact:
             lexical = _lexical_candidates(
-                table, terms, scope_ids, df=df, total=total, average=average
+                table,
+                terms,
+                scope_ids,
+                df=df,
+                total=total,
+                average=average,
+                b=getattr(settings, (TurnIndex if kind == "turn" else MemoryIndex).bm25_b_setting),
             )
             if lexical is not None:
                 ctes.append(f"lexical AS ({lexical[0]})")
@@ -938,7 +944,7 @@ def _vector_literal(vector: np.ndarray) -> str:
 
 
 def _lexical_candidates(
-    table: str, terms: list[str], scope_ids: list[int], *, df, total: int, average: float
+    table: str, terms: list[str], scope_ids: list[int], *, df, total: int, average: float, b: float
 ) -> tuple[str, list] | None:
     """The statement (and its parameters) choosing the best
     TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES documents by BM25, computed in SQL with the same
@@ -953,7 +959,6 @@ def _lexical_candidates(
     if not unique:
         return None
     k1 = settings.TIDELINE_SEARCH_BM25_K1
-    b = settings.TIDELINE_SEARCH_BM25_B
     average = average or 1.0
     idf = {term: float(np.log(1 + (total - df[term] + 0.5) / (df[term] + 0.5))) for term in unique}
     parts = []
@@ -1139,7 +1144,7 @@ class _View:
         if not terms or not self.total:
             return scores
         k1 = settings.TIDELINE_SEARCH_BM25_K1
-        b = settings.TIDELINE_SEARCH_BM25_B
+        b = getattr(settings, self.bm25_b_setting)
         lengths = self.table["length"]
         average = self.average or 1.0
         for term in dict.fromkeys(terms):

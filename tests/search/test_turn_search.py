@@ -1,6 +1,8 @@
 from datetime import UTC, datetime
 
-from memory.search import turn_search
+import pytest
+
+from memory.search import memory_search, turn_search
 from memory.services.timeline import TurnInput, session_start, turns_record
 
 
@@ -95,3 +97,55 @@ def test_it_filters_turns_by_time_session_and_scope(
     assert found(until=datetime(2024, 2, 1, tzinfo=UTC)) == {first[0].pk}
     assert found(session_ids=[first[0].session_id]) == {first[0].pk}
     assert turn_search(query="harbour api", scope_ids=[]) == []
+
+
+@pytest.mark.parametrize("exact_rows", [2000, 0])
+def test_it_normalises_turn_length_with_the_turns_own_b(
+    project_scope, settings, write_narrative, django_capture_on_commit_callbacks, exact_rows
+):
+    # exact_rows 0 sends PostgreSQL through its candidate view; SQLite ranks the same either way.
+    settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
+    when = datetime(2024, 2, 1, tzinfo=UTC)
+    short = record(
+        project_scope,
+        "short",
+        [("user", "The kiln cracked.")],
+        when,
+        django_capture_on_commit_callbacks,
+    )
+    long = record(
+        project_scope,
+        "long",
+        [
+            (
+                "user",
+                "The kiln cracked again this morning, right when the pottery group had packed "
+                "every shelf with glazed bowls, mugs and the festival vase we spent weeks on.",
+            )
+        ],
+        when,
+        django_capture_on_commit_callbacks,
+    )
+    write_narrative(project_scope, "The glaze on the mug ran.")
+    write_narrative(
+        project_scope,
+        "The glaze on the mug ran down into the kiln shelf, so the whole batch of bowls for the "
+        "spring market stuck to it and had to be chipped off one by one.",
+    )
+
+    def lexical(hits, pk):
+        return next(hit.why["lexical_score"] for hit in hits if hit.turn.pk == pk)
+
+    settings.TIDELINE_SEARCH_BM25_B = 1.0
+    settings.TIDELINE_SEARCH_TURN_BM25_B = 0.0
+    hits = turn_search(query="kiln", scope_ids=[project_scope.pk])
+    # No length normalisation for turns: one mention scores the same in a long turn.
+    assert lexical(hits, short[0].pk) == pytest.approx(lexical(hits, long[0].pk))
+    memories = memory_search(query="glaze", scope_ids=[project_scope.pk])
+    # Memories keep their own b: the longer narrative's single mention weighs less.
+    assert memories[0].why["lexical_score"] > memories[1].why["lexical_score"]
+    assert len(memories[1].memory.gesture) > len(memories[0].memory.gesture)
+
+    settings.TIDELINE_SEARCH_TURN_BM25_B = 1.0
+    hits = turn_search(query="kiln", scope_ids=[project_scope.pk])
+    assert lexical(hits, short[0].pk) > lexical(hits, long[0].pk)
