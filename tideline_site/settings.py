@@ -313,6 +313,11 @@ TIDELINE_SEARCH_PRIOR_DAY = env_float("TIDELINE_SEARCH_PRIOR_DAY", 0.4, minimum=
 TIDELINE_SEARCH_PRIOR_SPEAKER = env_float(
     "TIDELINE_SEARCH_PRIOR_SPEAKER", 0.15, minimum=0.0, maximum=1.0
 )
+# Subtracted from a turn that asks when the query is a question naming a speaker: it is answered
+# by what a turn states ("Wow, Melanie! What made you try pottery?" shares the words).
+TIDELINE_SEARCH_PRIOR_QUESTION = env_float(
+    "TIDELINE_SEARCH_PRIOR_QUESTION", 0.1, minimum=0.0, maximum=1.0
+)
 # A turn is searched as a small window of conversation: its neighbours (this many turns either
 # side, same session) count at NEIGHBOUR_WEIGHT per term, the month and year it happened at
 # DATE_WEIGHT; its vector embeds the turn with EMBED_WINDOW turns either side.

@@ -22,6 +22,7 @@ from django.db import connection
 
 from memory.models import ContextTurn, Memory, MemoryStatus, MemoryType, NarrativeLayer
 from memory.search import schema
+from memory.search.intent import ends_asking
 from memory.search.text import date_terms, text_terms
 from memory.search.timing import mentions_time
 from memory.services.weights import salience
@@ -482,6 +483,7 @@ class TurnIndex(SearchIndex):
         "seq": np.int64,
         "occurred_at": np.float64,
         "mentions_time": np.bool_,
+        "asks": np.bool_,
         "speaker": np.int32,
     }
 
@@ -588,7 +590,7 @@ def _session_span_documents(
         speakers.update(text_terms(row[4] or ""))
     documents = []
     for position, row in enumerate(rows):
-        pk, scope_id, seq, occurred_at, speaker, _, blob, model_id = row
+        pk, scope_id, seq, occurred_at, speaker, content, blob, model_id = row
         if not low - window <= seq <= high + window:
             continue
         own = Counter(terms.get(pk, []))
@@ -608,6 +610,7 @@ def _session_span_documents(
             "seq": seq,
             "occurred_at": epoch(occurred_at, 0.0),
             "mentions_time": mentions_time(own),
+            "asks": ends_asking(content or ""),
         }
         documents.append(TurnDocument(pk, values, bag, own, blob, model_id, speaker or ""))
     return documents

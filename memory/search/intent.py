@@ -1,6 +1,7 @@
 """What a query asks for, where it changes ranking: a question about a past choice ("why did we
 pick X?") prefers decision-layer narratives, the "why we chose X" chains of seed 004; a question
-about when something happened prefers turns that place themselves in time (memory/search/timing.py).
+about when something happened prefers turns that place themselves in time (memory/search/timing.py);
+a question is answered by what a turn states, not by a turn that asks in turn.
 
 Patterns per language, kept literal: a question word together with a choosing verb, or the noun
 phrases that name a decision's reason. False positives only add a small prior to decision rows.
@@ -56,3 +57,14 @@ _WHEN = re.compile("|".join(f"(?:{pattern})" for pattern in _WHEN_QUESTIONS), re
 def asks_when(query: str) -> bool:
     """Whether the query asks when something happened or will happen."""
     return bool(_WHEN.search(query))
+
+
+# A text that ends by asking something ("What made you try pottery?"), in Latin or CJK punctuation.
+# PostgreSQL runs the same pattern over a turn's content (memory/search/postgres.py).
+QUESTION_END = r"[?？]\s*$"
+_QUESTION_END = re.compile(QUESTION_END)
+
+
+def ends_asking(text: str) -> bool:
+    """Whether `text` (a query, or a turn's own text) ends with a question."""
+    return bool(_QUESTION_END.search(text or ""))

@@ -74,6 +74,7 @@ from memory.search.index import (
     memory_weight,
     turn_documents,
 )
+from memory.search.intent import QUESTION_END
 from memory.search.text import query_literals, text_terms
 from memory.search.timing import time_terms
 
@@ -898,8 +899,9 @@ def native_view(
                 "extract(epoch FROM s.occurred_at)::float8",
                 "d.own && %s::text[]",
                 "s.speaker",
+                "coalesce(s.content ~ %s, false)",
             ]
-            params.append(sorted(time_terms()))
+            params += [sorted(time_terms()), QUESTION_END]
             joins = "JOIN memory_contextturn s ON s.id = d.id"
         select = f"SELECT {', '.join(columns)} FROM {table} d {joins}"
         if exact:
@@ -1207,11 +1209,12 @@ class MemoryView(_View, MemoryIndex):
 
 class TurnView(_View, TurnIndex):
     def _columns(self, rows) -> dict[str, list]:
-        columns = list(zip(*rows, strict=True)) if rows else [()] * 13
+        columns = list(zip(*rows, strict=True)) if rows else [()] * 14
         return {
             "session": list(columns[8]),
             "seq": list(columns[9]),
             "occurred_at": _epochs(columns[10], 0.0),
             "mentions_time": list(columns[11]),
             "speaker": [self.speaker_number(name) for name in columns[12]],
+            "asks": list(columns[13]),
         }

@@ -3,7 +3,7 @@ when (and so prefer turns that place themselves in time)."""
 
 import pytest
 
-from memory.search.intent import asks_about_choice, asks_when
+from memory.search.intent import asks_about_choice, asks_when, ends_asking
 
 
 @pytest.mark.parametrize(
@@ -72,3 +72,18 @@ def test_it_recognises_a_question_about_when(query):
 )
 def test_it_does_not_read_every_when_as_a_question_about_time(query):
     assert not asks_when(query)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("What made you try pottery?", True),
+        ("Wow, Melanie! What made you try pottery?  \n", True),
+        ("你去过北京吗？", True),
+        ("Running farther after work to clear your head, Melanie? I love that.", False),
+        ("I took up pottery last month.", False),
+        ("", False),
+    ],
+)
+def test_it_reads_which_texts_end_asking(text, expected):
+    assert ends_asking(text) is expected

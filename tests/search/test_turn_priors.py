@@ -95,8 +95,9 @@ def test_it_prefers_the_turn_that_says_when_for_a_when_question(
     project_scope, bowling, settings, exact_rows
 ):
     settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
-    # James is a speaker the query names: the speaker prior has its own test.
+    # James is a speaker the query names, and a turn asks: those priors have their own tests.
     settings.TIDELINE_SEARCH_PRIOR_SPEAKER = 0.0
+    settings.TIDELINE_SEARCH_PRIOR_QUESTION = 0.0
     query = "When did James go bowling with his brother?"
     settings.TIDELINE_SEARCH_PRIOR_WHEN = 0.0
     without = turn_search(query=query, scope_ids=[project_scope.pk], limit=4)
@@ -204,3 +205,48 @@ def test_it_never_reads_a_role_as_a_named_speaker(
     )
     assert len(hits) == 2
     assert all(hit.why["boosts"]["priors"] == 0 for hit in hits)
+
+
+@pytest.fixture
+def pottery(project_scope, django_capture_on_commit_callbacks):
+    """Caroline asks how Melanie took up pottery, in the question's words; Melanie says how."""
+    return record(
+        project_scope,
+        "pottery",
+        [
+            ("Caroline", "Your pottery is lovely, Melanie! How did you get into pottery?"),
+            ("Melanie", "My sister gave me a pottery class for my birthday and I got hooked."),
+        ],
+        datetime(2023, 8, 2, tzinfo=UTC),
+        django_capture_on_commit_callbacks,
+    )
+
+
+@pytest.mark.parametrize("exact_rows", [2000, 0])
+def test_it_prefers_a_turn_that_states_to_one_that_asks_for_a_question(
+    project_scope, pottery, settings, exact_rows
+):
+    settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
+    settings.TIDELINE_SEARCH_PRIOR_SPEAKER = 0.0
+    query = "How did Melanie get into pottery?"
+    settings.TIDELINE_SEARCH_PRIOR_QUESTION = 0.0
+    without = turn_search(query=query, scope_ids=[project_scope.pk], limit=2)
+    assert without[0].turn.pk == pottery[0].pk
+
+    settings.TIDELINE_SEARCH_PRIOR_QUESTION = 0.1
+    hits = turn_search(query=query, scope_ids=[project_scope.pk], limit=2)
+    assert hits[0].turn.pk == pottery[1].pk
+    priors = {hit.turn.pk: hit.why["boosts"]["priors"] for hit in hits}
+    assert priors == {pottery[0].pk: pytest.approx(-0.1), pottery[1].pk: 0}
+    assert all(shares_sum_to_score(hit) for hit in hits)
+
+    # The same words as a request, not a question, leave the asking turn alone; so does a
+    # question that names nobody (a user asking an assistant).
+    plain = turn_search(
+        query="Tell me how Melanie got into pottery", scope_ids=[project_scope.pk], limit=2
+    )
+    assert all(hit.why["boosts"]["priors"] == 0 for hit in plain)
+    unnamed = turn_search(
+        query="How did she get into pottery?", scope_ids=[project_scope.pk], limit=2
+    )
+    assert all(hit.why["boosts"]["priors"] == 0 for hit in unnamed)

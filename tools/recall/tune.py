@@ -213,6 +213,51 @@ def function_patch(spec: list | None) -> None:
     exec(compile(source, f"<patched {name}>", "exec"), vars(module))
 
 
+def question_rank(spec: dict):
+    """A `_rank` that subtracts `gamma` from turns whose own text ends with a question mark (when
+    `only_questions`, only for a query that is itself a question; `named_only`, one that names a
+    speaker; with `max_terms`, only turns of
+    at most that many distinct terms, their speaker's name included)."""
+    gamma = spec["gamma"]
+    masks: dict = {}
+
+    def rank(**options):
+        index = options["index"]
+        if "session" not in index.table.data:
+            return ORIGINAL_RANK(**options)
+        if spec.get("only_questions") and not options["query"].rstrip().endswith("?"):
+            return ORIGINAL_RANK(**options)
+        if spec.get("named_only") and not index.speakers_named(set(options["terms"])):
+            return ORIGINAL_RANK(**options)
+        key = (id(index), index.table.size)
+        if key not in masks:
+            masks.clear()
+            ids = [int(pk) for pk in index.table["id"][: index.table.size]]
+            from memory.search.text import text_terms
+
+            rows = ContextTurn.objects.filter(pk__in=ids).values_list("pk", "speaker", "content")
+            texts = {pk: (speaker or "", content or "") for pk, speaker, content in rows}
+            most = spec.get("max_terms", 10**9)
+            masks[key] = np.array(
+                [
+                    texts.get(pk, ("", ""))[1].rstrip().endswith(("?", "？"))
+                    and len(set(text_terms(" ".join(texts.get(pk, ("", "")))))) <= most
+                    for pk in ids
+                ],
+                dtype=bool,
+            )
+        asking = masks[key]
+        base = options["priors"]
+
+        def priors(rows):
+            total = base(rows) if base is not None else np.zeros(len(rows), np.float32)
+            return (total - gamma * asking[rows]).astype(np.float32)
+
+        return ORIGINAL_RANK(**{**options, "priors": priors})
+
+    return rank
+
+
 def variant_install(variant: dict) -> None:
     """Build the turn index (settings already applied) and change it as `variant` says."""
     function_patch(variant.get("patch_fn"))
@@ -230,6 +275,8 @@ def variant_install(variant: dict) -> None:
         if "feedback" in variant
         else patched_rank(variant["patch"])
         if "patch" in variant
+        else question_rank(variant["question"])
+        if "question" in variant
         else ORIGINAL_RANK
     )
     index = service.search_index("turn")
