@@ -269,7 +269,8 @@ TIDELINE_EMBEDDER_RETRIES = env_int("TIDELINE_EMBEDDER_RETRIES", 2, minimum=0, m
 TIDELINE_EMBEDDER_BATCH = env_int("TIDELINE_EMBEDDER_BATCH", 64, minimum=1, maximum=2048)
 
 # --- Search (DESIGN §4; memory/search). Defaults measured on LoCoMo, see README "Search". --------
-# BM25 term saturation and length normalisation (0.5 beats the textbook 0.75 on short turns).
+# BM25 term saturation and length normalisation (0.5 beats the textbook 0.75 on short texts; turn
+# documents have their own b below).
 TIDELINE_SEARCH_BM25_K1 = env_float("TIDELINE_SEARCH_BM25_K1", 1.2, minimum=0.0, maximum=5.0)
 TIDELINE_SEARCH_BM25_B = env_float("TIDELINE_SEARCH_BM25_B", 0.5, minimum=0.0, maximum=1.0)
 # Turns' own b: a turn's document holds its neighbours' terms too, so its length says more about

@@ -22,11 +22,12 @@ How the USE row was derived (scripts and figures in the recall report of issue 1
   on LoCoMo conversations 0–4 and RealMem's first four personas, confirmed on the other halves
   (session R@5 against turn hits collapsed to sessions: LoCoMo 0.892 vs 0.896 held-out, RealMem
   0.637 vs 0.627 held-out); the table and script are in tools/recall/README.md.
-- Measured and not taken (LoCoMo tune half vs RealMem, see the issue-14 report): a penalty for
-  turns ending in a question (LoCoMo R@5 +1.1, RealMem −0.4), a session-strength prior (LoCoMo
-  tune half −0.5), a turn vector mixed with its neighbours' stored vectors (held-out half +0.0;
-  with own-text vectors +0.3 but RealMem −0.006) and priors for the query's strongest sessions
-  (held-out −0.5 to +0.0); figures in tools/recall/README.md.
+- A penalty for turns ending in a question, measured for every question (LoCoMo R@5 +1.1, RealMem
+  −0.4), is taken only for a question that names a speaker (memory/search/turn_priors.py).
+- Measured and not taken (LoCoMo tune half vs RealMem, see the issue-14 report): a
+  session-strength prior (LoCoMo tune half −0.5), a turn vector mixed with its neighbours' stored
+  vectors (held-out half +0.0; with own-text vectors +0.3 but RealMem −0.006) and priors for the
+  query's strongest sessions (held-out −0.5 to +0.0); figures in tools/recall/README.md.
 
 A model not in the table uses the TIDELINE_SEARCH_* / TIDELINE_T1_MIN_COSINE settings.
 """
