@@ -31,6 +31,8 @@ VOCABULARY = [
     # A when-question and a named day: turn_search's time priors are part of the score too.
     "When did",
     "on 7 Jan 2024",
+    # Last in a query, a question naming a speaker: asking turns' negative prior is part of it.
+    "Amy?",
 ]
 TRANSCRIPT = (
     '"Bart": I finally went to the lighthouse in Maine last weekend!\n'
@@ -72,8 +74,8 @@ def test_it_never_pairs_quotes_across_lines_or_between_quoted_names():
 
 @pytest.fixture
 def transcript_store(project_scope, django_capture_on_commit_callbacks):
-    """Two speakers, sixty-two turns: the quoted speaker names are in every other row, and fifteen
-    rows hold both words of "blue whale" without the phrase."""
+    """Two speakers, sixty-three turns: the quoted speaker names are in every other row, fifteen
+    rows hold both words of "blue whale" without the phrase, and the last one asks."""
     lines = []
     for n in range(15):
         lines.append(("Amy", f"Day {n} of the garden diary: watered the tomatoes."))
@@ -83,6 +85,7 @@ def transcript_store(project_scope, django_capture_on_commit_callbacks):
         lines.append(("Amy", f"My pottery class meets on day {n}; we glazed bowls."))
     lines.append(("Bart", "I bought a blue whale mug at the lighthouse shop."))
     lines.append(("Amy", "My sister plays the cello in Berlin."))
+    lines.append(("Bart", "Amy, does your sister still play the cello?"))
     turns = record(project_scope, "transcript", lines, django_capture_on_commit_callbacks)
     return project_scope, turns
 
@@ -278,3 +281,12 @@ def test_it_lets_an_incidental_identifier_in_a_long_dialogue_query_weigh_as_one_
     alone = memory_search(query="whale-listen", scope_ids=[project_scope.pk], limit=1)
     assert alone[0].memory.pk == incidental.pk
     assert alone[0].why["boosts"]["keyword"] == pytest.approx(1.0)
+
+
+def test_it_explains_the_negative_prior_of_a_turn_that_asks(transcript_store):
+    scope, turns = transcript_store
+    hits = turn_search(query="Does Amy still play the cello?", scope_ids=[scope.pk], limit=5)
+    asking = next(hit for hit in hits if hit.turn.pk == turns[62].pk)
+    assert asking.why["boosts"]["priors"] == pytest.approx(-0.1)
+    assert hits[0].turn.pk == turns[61].pk
+    assert_ordered_and_explained(hits)
