@@ -1,11 +1,17 @@
 from datetime import UTC, datetime
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory.search import memory_search, turn_search
-from memory.search.service import LITERAL_FULL_TERMS
+from memory.search.service import (
+    LITERAL_FULL_TERMS,
+    SAMPLED_CUT_RATIO,
+    SAMPLED_CUT_SAMPLE,
+    _best_rows,
+)
 from memory.search.text import query_literals
 from memory.services.timeline import TurnInput, session_start, turns_record
 
@@ -290,3 +296,44 @@ def test_it_explains_the_negative_prior_of_a_turn_that_asks(transcript_store):
     assert asking.why["boosts"]["priors"] == pytest.approx(-0.1)
     assert hits[0].turn.pk == turns[61].pk
     assert_ordered_and_explained(hits)
+
+
+def best_rows_by_full_sort(at: np.ndarray, score: np.ndarray, take: int) -> list[tuple]:
+    """(score, row) of the best `take` rows by sorting them all, ties by row number."""
+    ranked = sorted(zip(score.tolist(), at.tolist(), strict=True), key=lambda p: (-p[0], p[1]))
+    return ranked[:take]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    size=st.integers(min_value=1, max_value=6000),
+    take=st.integers(min_value=1, max_value=400),
+    levels=st.integers(min_value=1, max_value=50),
+    seed=st.integers(min_value=0, max_value=2**32 - 1),
+)
+def test_it_takes_the_same_best_rows_as_a_full_sort(size, take, levels, seed):
+    rng = np.random.default_rng(seed)
+    at = rng.permutation(size * 3)[:size]
+    # Few distinct levels make ties common, where a cut must keep every row of the boundary score.
+    score = rng.integers(0, levels, size).astype(np.float32)
+    chosen = _best_rows(at, score, take)
+    expected = best_rows_by_full_sort(at, score, take)
+    by_row = dict(zip(at.tolist(), score.tolist(), strict=True))
+    assert len(set(chosen.tolist())) == len(chosen) == len(expected)
+    assert [by_row[row] for row in chosen.tolist()] == [s for s, _ in expected]
+
+
+def test_it_falls_back_to_the_full_partition_when_the_sampled_cut_keeps_too_few_rows():
+    size, take = 100_000, 2_000
+    assert size > SAMPLED_CUT_RATIO * take
+    at = np.arange(size)
+    score = np.zeros(size, dtype=np.float32)
+    # Exactly the strided sample's rows score high, so its threshold lets through fewer than
+    # `take` rows; the rest of the best `take` are rows the sample never saw.
+    stride = size // SAMPLED_CUT_SAMPLE
+    score[::stride] = np.linspace(2.0, 3.0, len(score[::stride]), dtype=np.float32)
+    score[1::stride] = 1.0
+    chosen = _best_rows(at, score, take)
+    assert [(float(score[row]), int(row)) for row in chosen] == best_rows_by_full_sort(
+        at, score, take
+    )
