@@ -15,6 +15,12 @@ How the USE row was derived (scripts and figures in the recall report of issue 1
 - `semantic_weight`: the share of the fused score given to cosine (0.35, tuned on LoCoMo). A weight
   growing with query length (0.35 → 0.6 from 8 to 40 distinct terms) was measured and not taken:
   LoCoMo unchanged (its questions are short), RealMem Implicit Preference R@5 −5 points.
+- `turn_semantic_weight` 0.45: the same share for turns (turn_search, and a session's best turn in
+  session_search). Tuned on LoCoMo conversations 0–4 (turn R@5 0.35 / 0.4 / 0.45 / 0.5: 75.2 /
+  75.1 / 75.3 / 75.1) and confirmed on conversations 5–9 (74.3 → 74.9, R@10 82.3 → 82.5) and on
+  RealMem (turn hits collapsed to sessions 0.616 → 0.623, session_search 0.628 → 0.629; neither
+  half falls). A question names what was said in a few words, and a turn's document also holds its
+  neighbours' words, so the lexical side is noisier for turns than for memories.
 - `lexical_floor_share`: BM25 is read against max(best row, share × the BM25 a row holding each
   query term once would get), so a row matching only a weak term (a speaker's name) is not a
   full hit just because nothing better matched.
@@ -43,6 +49,7 @@ class Calibration:
     semantic_floor: float
     turn_floor: float
     semantic_weight: float
+    turn_semantic_weight: float
     lexical_floor_share: float
     session_semantic_weight: float
     session_turn_share: float
@@ -54,6 +61,7 @@ CALIBRATIONS = {
         semantic_floor=0.15,
         turn_floor=0.0,
         semantic_weight=0.35,
+        turn_semantic_weight=0.45,
         lexical_floor_share=0.5,
         session_semantic_weight=0.5,
         session_turn_share=0.3,
@@ -71,6 +79,7 @@ def calibration_get(model_id: str | None) -> Calibration:
         semantic_floor=settings.TIDELINE_SEARCH_SEMANTIC_FLOOR,
         turn_floor=settings.TIDELINE_SEARCH_TURN_SEMANTIC_FLOOR,
         semantic_weight=settings.TIDELINE_SEARCH_SEMANTIC_WEIGHT,
+        turn_semantic_weight=settings.TIDELINE_SEARCH_SEMANTIC_WEIGHT,
         lexical_floor_share=0.0,
         session_semantic_weight=settings.TIDELINE_SEARCH_SEMANTIC_WEIGHT,
         session_turn_share=0.3,

@@ -337,6 +337,7 @@ def _rank(
     lexical: bool,
     semantic: bool,
     floor: float,
+    semantic_weight: float,
     priors: Callable[[np.ndarray], np.ndarray] | None,
     vector: np.ndarray | None,
     calibration: Calibration,
@@ -361,7 +362,7 @@ def _rank(
     )
     cosine = None
     approximate = False
-    weight = calibration.semantic_weight if semantic else 0.0
+    weight = semantic_weight if semantic else 0.0
     vector = vector if semantic else None
     has_vector = index.table["has_vector"]
     if vector is not None and (eligible & has_vector).any():
@@ -568,6 +569,7 @@ def _memory_rank(
             lexical=lexical,
             semantic=semantic,
             floor=calibration.semantic_floor if min_semantic is None else min_semantic,
+            semantic_weight=calibration.semantic_weight,
             priors=priors,
             vector=vector,
             calibration=calibration,
@@ -754,6 +756,7 @@ def turn_search(
             lexical=True,
             semantic=True,
             floor=calibration.turn_floor,
+            semantic_weight=calibration.turn_semantic_weight,
             priors=turn_priors(index=index, query=query, terms=terms),
             vector=vector,
             calibration=calibration,

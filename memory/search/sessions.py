@@ -13,7 +13,7 @@ cosines turn_search ranks):
 
 where bm25_session is BM25 over the session's turn bags summed (collection statistics over the
 eligible sessions), w is the embedder's `session_semantic_weight`, β its `session_turn_share` and
-w_turn its `semantic_weight` (memory/search/calibration.py). A turn's bag holds each of its words
+w_turn its `turn_semantic_weight` (memory/search/calibration.py). A turn's bag holds each of its words
 once and, at NEIGHBOUR_WEIGHT, the words of the turns around it, so a session's summed bag counts
 every word (1 + 2 · NEIGHBOURS · WEIGHT) times: k1 is scaled by that factor, which makes the
 saturation that of the session's own text. The best turn keeps what a single decisive turn says (a
@@ -117,7 +117,7 @@ def session_search(
         weight = calibration.session_semantic_weight if cosine is not None else 0.0
         lexical_part = (1.0 - weight) * _scaled(lexical)
         semantic_part = weight * _minmax(mean_cosine)
-        turn_weight = calibration.semantic_weight if cosine is not None else 0.0
+        turn_weight = calibration.turn_semantic_weight if cosine is not None else 0.0
         turn_score = (1.0 - turn_weight) * _scaled(turn_bm25)
         if cosine is not None:
             turn_score += turn_weight * _minmax(cosine)

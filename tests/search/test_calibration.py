@@ -127,3 +127,33 @@ def test_it_matches_a_speaker_name_spelled_one_letter_off(
     hits = turn_search(query="What did Akib cook?", scope_ids=[project_scope.pk], limit=2)
     assert hits[0].turn.pk == turns[0].pk
     assert "aqib" in hits[0].why["matched_terms"]
+
+
+def test_it_gives_cosine_the_turn_share_in_turn_search_and_the_memory_share_elsewhere(
+    project_scope, django_capture_on_commit_callbacks
+):
+    bundled = CALIBRATIONS["usem3-multilingual-v3"]
+    assert bundled.turn_semantic_weight != bundled.semantic_weight
+    texts = ["The archive manager follows symlinks", "We baked bread on Sunday"]
+    session = session_start(runtime="test", external_id="shares", scope_id=project_scope.pk)
+    when = datetime(2024, 1, 7, tzinfo=UTC)
+    with django_capture_on_commit_callbacks(execute=True):
+        for text in texts:
+            narrative_seed(project_scope, text)
+        turns_record(
+            session_id=session.pk,
+            turns=[
+                TurnInput(role="user", speaker="Ann", content=text, occurred_at=when)
+                for text in texts
+            ],
+        )
+    scope_ids = [project_scope.pk]
+    turn_hits = turn_search(query=QUERY, scope_ids=scope_ids, limit=5)
+    memory_hits = memory_search(query=QUERY, scope_ids=scope_ids, limit=5)
+    # The row with the highest cosine gets the whole semantic share: the weight itself.
+    assert max(hit.why["semantic_share"] for hit in turn_hits) == pytest.approx(
+        bundled.turn_semantic_weight, abs=1e-4
+    )
+    assert max(hit.why["semantic_share"] for hit in memory_hits) == pytest.approx(
+        bundled.semantic_weight, abs=1e-4
+    )

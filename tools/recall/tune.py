@@ -18,7 +18,7 @@ questions. Each argument is one variant (JSON); `{}` is the default ranking and 
   fused scores, add `gamma` to every turn of the best `n` sessions, rank again.
   `{"kind": "centroid", "gamma", "top"}`: add `gamma` × the min-max cosine between the query and
   the session's mean turn vector (or `gamma` to the `top` sessions by that cosine).
-- `semantic_weight`: the USE calibration row's semantic share, for this variant.
+- `turn_semantic_weight`: the USE calibration row's semantic share for turns, for this variant.
 - any `TIDELINE_*` setting, applied while the turn index is built and searched.
 
 Prints R@5/10/25, session R@5, MRR and per-category R@5 for the tune half (conversations 0–4),
@@ -262,9 +262,9 @@ def variant_install(variant: dict) -> None:
     """Build the turn index (settings already applied) and change it as `variant` says."""
     function_patch(variant.get("patch_fn"))
     service._indexes.clear()
-    weight = variant.get("semantic_weight")
+    weight = variant.get("turn_semantic_weight")
     calibration_module.CALIBRATIONS[MODEL] = (
-        dataclasses.replace(BASE_CALIBRATION, semantic_weight=weight)
+        dataclasses.replace(BASE_CALIBRATION, turn_semantic_weight=weight)
         if weight is not None
         else BASE_CALIBRATION
     )
