@@ -71,6 +71,7 @@ TYPE_NAMES = {code: kind for kind, code in TYPE_CODES.items()}
 AS_OF_STATUSES = (MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED, MemoryStatus.EXPIRED)
 COMMON_LITERAL_SHARE = 0.2
 COMMON_LITERAL_MIN_ROWS = 20
+RAW_TEXT_CHUNK = 5000
 # Past this many distinct query terms the keyword boost shrinks as LITERAL_FULL_TERMS / terms.
 # 8 keeps every LoCoMo question's boost whole (their figures do not move) while RealMem's
 # dialogue-length queries stop ranking by incidental identifiers (session R@5 +0.003 turns, +0.004
@@ -204,12 +205,16 @@ def _raw_texts(index: SearchIndex, ids: list[int]) -> dict[int, str]:
     table = connection.ops.quote_name(model._meta.db_table)
     column = connection.ops.quote_name(model._meta.get_field(field_name).column)
     key = connection.ops.quote_name(model._meta.pk.column)
-    marks = ", ".join(["%s"] * len(ids))
-    # A plain statement: for the few dozen rows a query verifies, compiling an ORM query costs
-    # several times the read itself.
+    pairs = []
+    # Plain statements: for the few dozen rows a query verifies, compiling an ORM query costs
+    # several times the read itself. Chunked, because a store ranked without the projected scan
+    # may verify more rows than SQLite takes parameters in one statement.
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {key}, {column} FROM {table} WHERE {key} IN ({marks})", ids)
-        pairs = cursor.fetchall()
+        for start in range(0, len(ids), RAW_TEXT_CHUNK):
+            chunk = ids[start : start + RAW_TEXT_CHUNK]
+            marks = ", ".join(["%s"] * len(chunk))
+            cursor.execute(f"SELECT {key}, {column} FROM {table} WHERE {key} IN ({marks})", chunk)
+            pairs += cursor.fetchall()
     return texts | {pk: unicodedata.normalize("NFKC", text or "").casefold() for pk, text in pairs}
 
 
@@ -297,7 +302,7 @@ SAMPLED_CUT_SAMPLE = 4096
 
 
 def _best_rows(at: np.ndarray, score: np.ndarray, take: int) -> np.ndarray:
-    """The `take` rows of `at` with the highest `score`, best first, ties by row number."""
+    """The `take` rows of `at` with the highest `score`, best first; equal scores in row order."""
     take = min(take, len(at))
     if len(at) > SAMPLED_CUT_RATIO * take:
         # Partitioning 100k scores costs about 1 ms; comparing them with one threshold a tenth of

@@ -116,6 +116,18 @@ def test_it_verifies_every_provisional_literal_before_choosing(transcript_store)
     assert_ordered_and_explained(turn_search(query='"blue whale"', scope_ids=[scope.pk], limit=10))
 
 
+def test_it_reads_every_raw_text_when_the_ids_span_several_chunks(transcript_store, monkeypatch):
+    from memory.search import service
+
+    scope, turns = transcript_store
+    index = service.search_index("turn").narrow(query="whale", scope_ids=[scope.pk], vector=None)
+    ids = [turn.pk for turn in turns]
+    monkeypatch.setattr(service, "RAW_TEXT_CHUNK", 2)
+    texts = service._raw_texts(index, ids)
+    assert set(texts) == set(ids)
+    assert texts[turns[60].pk] == "i bought a blue whale mug at the lighthouse shop."
+
+
 @settings(
     max_examples=40,
     deadline=None,
