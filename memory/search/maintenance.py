@@ -6,6 +6,10 @@ compares every memory and turn with its word-index row (missing, orphaned, or ho
 than the current tokeniser produces) and runs FTS5's integrity check on the trigram indexes.
 Repairs rewrite exactly the drifted rows and log them to the change log, so every running
 process's in-memory index picks them up on its next query.
+
+On PostgreSQL in native mode the stored documents are checked the same way: each one's term bag
+and own terms are recomputed and compared. The settings read when a turn's document is written
+(its neighbours and date words) make documents stale too when they change.
 """
 
 from dataclasses import dataclass, field
@@ -104,8 +108,12 @@ def search_index_check(
 ) -> list[Drift]:
     """The drift of each kind of document; with `repair`, fixed in one transaction (and audited).
     `progress(label, done, total)` is told after each kind is checked and each is repaired."""
+    from memory.search import postgres
+
+    if postgres.native_active():
+        return _native_check(repair=repair, actor=actor, progress=progress)
     if connection.vendor != "sqlite":
-        # No persistent lexical index outside SQLite: terms are computed when a process loads.
+        # PostgreSQL with the per-process index: terms are computed when a process loads.
         return []
     with transaction.atomic():
         drifts = []
@@ -119,19 +127,49 @@ def search_index_check(
                     _repair(drift)
                 if progress:
                     progress("repairing", done, len(drifts))
-            audit_record(
-                actor=actor,
-                action=AuditAction.UPDATE,
-                target_type="search_index",
-                reason="search index drift repaired",
-                after={
-                    drift.kind: {
-                        "missing": len(drift.missing),
-                        "orphaned": len(drift.orphaned),
-                        "stale": len(drift.stale),
-                        "trigram_rebuilt": not drift.trigram_ok,
-                    }
-                    for drift in drifts
-                },
-            )
+            _repair_audit(drifts, actor=actor)
+    return drifts
+
+
+def _repair_audit(drifts: list[Drift], *, actor: str) -> None:
+    audit_record(
+        actor=actor,
+        action=AuditAction.UPDATE,
+        target_type="search_index",
+        reason="search index drift repaired",
+        after={
+            drift.kind: {
+                "missing": len(drift.missing),
+                "orphaned": len(drift.orphaned),
+                "stale": len(drift.stale),
+                "trigram_rebuilt": not drift.trigram_ok,
+            }
+            for drift in drifts
+        },
+    )
+
+
+def _native_check(*, repair: bool, actor: str, progress) -> list[Drift]:
+    """PostgreSQL's stored documents against what the current code and settings compute. A repair
+    queues the drifted rows, applies the queue in short transactions as writes do, then recounts
+    BM25's statistics from the documents, which a document changed outside the applies leaves off."""
+    from memory.search import postgres
+
+    drifts = []
+    for kind in KINDS:
+        missing, orphaned, stale = postgres.native_drift(kind)
+        drifts.append(Drift(kind=kind, missing=missing, orphaned=orphaned, stale=stale))
+        if progress:
+            progress("checking", len(drifts), len(KINDS))
+    if not repair or all(drift.clean for drift in drifts):
+        return drifts
+    with transaction.atomic():
+        for drift in drifts:
+            postgres.native_requeue(drift.kind, drift.missing + drift.orphaned + drift.stale)
+        _repair_audit(drifts, actor=actor)
+    for done, drift in enumerate(drifts, 1):
+        postgres.native_sync(drift.kind)
+        postgres.native_statistics_rebuild(drift.kind)
+        if progress:
+            progress("repairing", done, len(drifts))
     return drifts

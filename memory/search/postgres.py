@@ -434,10 +434,12 @@ def native_apply_own(wrapper, *, wait: bool = True) -> int:
     return applied
 
 
-def _apply(cursor, kind: str, ids: list[int]) -> None:
-    table = DOC_TABLES[kind]
-    speakers: set[str] = set()
-    documents: dict[int, tuple[int, dict[str, float], list[str] | None, object, str | None]] = {}
+def _documents(
+    kind: str, ids: list[int], speakers: set[str]
+) -> dict[int, tuple[int, dict[str, float], list[str] | None, object, str | None]]:
+    """(scope, term bag, own terms, vector blob, model) of the documents that change when rows
+    `ids` change (a turn's neighbours too), as the current code and settings compute them."""
+    documents = {}
     if kind == "memory":
         for pk, scope_id, text, blob, model_id in Memory.objects.filter(pk__in=ids).values_list(
             "pk", "scope_id", "search_text", "embedding", "embedding_model"
@@ -452,6 +454,74 @@ def _apply(cursor, kind: str, ids: list[int]) -> None:
                 document.blob,
                 document.model_id,
             )
+    return documents
+
+
+def native_drift(kind: str) -> tuple[list[int], list[int], list[int]]:
+    """(missing, orphaned, stale) stored documents of `kind`: rows with no document, documents with
+    no row, and documents whose terms differ from what the current code and settings compute (an
+    upgrade that changed the terms, or a change to TIDELINE_SEARCH_TURN_NEIGHBOURS,
+    _NEIGHBOUR_WEIGHT or _DATE_WEIGHT, which are read when a document is written)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id FROM {SOURCE_TABLES[kind]}")
+        source = {row[0] for row in cursor.fetchall()}
+        cursor.execute(f"SELECT id FROM {DOC_TABLES[kind]}")
+        stored = {row[0] for row in cursor.fetchall()}
+        # Queued rows are not drift: the next search or the beat's drain applies them.
+        cursor.execute(f"SELECT row_id FROM {PENDING} WHERE kind = %s", [kind])
+        queued = {row[0] for row in cursor.fetchall()}
+    source -= queued
+    stored -= queued
+    stale = []
+    present = sorted(source & stored)
+    for start in range(0, len(present), APPLY_CHUNK):
+        chunk = present[start : start + APPLY_CHUNK]
+        documents = _documents(kind, chunk, set())
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id, bag, own FROM {DOC_TABLES[kind]} WHERE id = ANY(%s)", [chunk]
+            )
+            for pk, bag, own in cursor.fetchall():
+                bag = json.loads(bag) if isinstance(bag, str) else bag
+                document = documents.get(pk)
+                if document is None or dict(document[1]) != bag or document[2] != own:
+                    stale.append(pk)
+    return sorted(source - stored), sorted(stored - source), sorted(stale)
+
+
+def native_statistics_rebuild(kind: str) -> None:
+    """Recount `kind`'s document frequencies and per-scope totals from the stored documents: applies
+    keep them by deltas, which cannot undo a document changed outside them (a restore, a hand
+    edit)."""
+    table = DOC_TABLES[kind]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [APPLY_LOCK])
+        cursor.execute(f"DELETE FROM {DF} WHERE kind = %s", [kind])
+        cursor.execute(
+            f"INSERT INTO {DF} (kind, term, scope_id, df) SELECT %s, term, scope_id, count(*) "
+            f"FROM {table}, jsonb_object_keys(bag) AS term GROUP BY term, scope_id",
+            [kind],
+        )
+        cursor.execute(f"DELETE FROM {TOTALS} WHERE kind = %s", [kind])
+        cursor.execute(
+            f"INSERT INTO {TOTALS} (kind, scope_id, docs, length) "
+            f"SELECT %s, scope_id, count(*), sum(length::float8) FROM {table} GROUP BY scope_id",
+            [kind],
+        )
+
+
+def native_requeue(kind: str, ids: list[int]) -> None:
+    """Queue rows `ids` of `kind` for their documents to be recomputed by the next apply."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {PENDING}(kind, row_id) SELECT %s, unnest(%s::bigint[])", [kind, ids]
+        )
+
+
+def _apply(cursor, kind: str, ids: list[int]) -> None:
+    table = DOC_TABLES[kind]
+    speakers: set[str] = set()
+    documents = _documents(kind, ids, speakers)
     touched = sorted(set(ids) | set(documents))
     cursor.execute(f"SELECT scope_id, length, bag FROM {table} WHERE id = ANY(%s)", [touched])
     df: Counter = Counter()

@@ -61,9 +61,7 @@ def test_it_draws_one_bar_per_kind_when_reembedding():
     assert "memories" in err.getvalue() and "100%" in err.getvalue()
 
 
-def test_it_draws_the_reindex_check_on_a_terminal(db_vendor):
-    if db_vendor != "sqlite":
-        pytest.skip("only SQLite keeps a persistent lexical index for reindex to check")
+def test_it_draws_the_reindex_check_on_a_terminal(db):
     err = Terminal()
 
     call_command("reindex", "--check", stdout=StringIO(), stderr=err)

@@ -1,11 +1,16 @@
+import json
+from datetime import UTC, datetime
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
 from django.db import connection
 
+from memory.models import AuditEvent
 from memory.search import memory_search
 from memory.search.schema import MEMORY_WORD
+from memory.search.text import text_terms
+from memory.services.timeline import TurnInput, session_start, turns_record
 
 
 def test_it_detects_and_repairs_index_drift(project_scope, write_narrative):
@@ -34,3 +39,123 @@ def test_it_detects_and_repairs_index_drift(project_scope, write_narrative):
     report = StringIO()
     call_command("reindex", "--check", stdout=report)
     assert "memory  clean" in report.getvalue()
+
+
+def _native_documents(project_scope, write_narrative, django_capture_on_commit_callbacks):
+    from memory.search import postgres
+
+    if not postgres.native_active():
+        pytest.skip("stored search documents are PostgreSQL's native backend")
+    write_narrative(project_scope, "the nightly backup of the archive runs at 3 am")
+    dropped = write_narrative(project_scope, "处理边界条件时先写兜底逻辑")
+    session = session_start(runtime="test", external_id="reindex", scope_id=project_scope.pk)
+    with django_capture_on_commit_callbacks(execute=True):
+        turns = turns_record(
+            session_id=session.pk,
+            turns=[
+                TurnInput(
+                    role="user",
+                    speaker="Ann",
+                    content=text,
+                    occurred_at=datetime(2024, 1, 7, tzinfo=UTC),
+                )
+                for text in ["we baked bread", "the oven broke", "a new oven came on Monday"]
+            ],
+        )
+    for kind in postgres.DOC_TABLES:
+        postgres.native_sync(kind)
+    return dropped, turns
+
+
+def _stored(kind: str) -> dict[int, tuple]:
+    from memory.search import postgres
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id, scope_id, length, bag, own FROM {postgres.DOC_TABLES[kind]}")
+        return {
+            pk: (scope_id, length, json.loads(bag) if isinstance(bag, str) else bag, own)
+            for pk, scope_id, length, bag, own in cursor.fetchall()
+        }
+
+
+def _statistics() -> tuple[list, list]:
+    from memory.search import postgres
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT kind, term, scope_id, df FROM {postgres.DF} WHERE df <> 0 ORDER BY 1, 2, 3"
+        )
+        df = cursor.fetchall()
+        cursor.execute(
+            f"SELECT kind, scope_id, docs, length FROM {postgres.TOTALS} WHERE docs <> 0 "
+            "ORDER BY 1, 2"
+        )
+        totals = [(kind, scope, docs, round(length, 3)) for kind, scope, docs, length in cursor]
+    return df, totals
+
+
+def test_it_detects_and_repairs_drift_in_postgresqls_stored_documents(
+    project_scope, write_narrative, django_capture_on_commit_callbacks
+):
+    from memory.search import postgres
+
+    dropped, turns = _native_documents(
+        project_scope, write_narrative, django_capture_on_commit_callbacks
+    )
+    documents = {kind: _stored(kind) for kind in postgres.DOC_TABLES}
+    statistics = _statistics()
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {postgres.DOC_TABLES['memory']} WHERE id = %s", [dropped.pk])
+        cursor.execute(
+            f"INSERT INTO {postgres.DOC_TABLES['memory']} (id, scope_id, length, bag, tsv) "
+            "VALUES (987654, %s, 1, '{\"stale\": 1}', 'stale')",
+            [project_scope.pk],
+        )
+        cursor.execute(
+            f"UPDATE {postgres.DOC_TABLES['turn']} SET bag = '{{\"other\": 1}}' WHERE id = %s",
+            [turns[1].pk],
+        )
+    report = StringIO()
+    call_command("reindex", "--check", stdout=report)
+    assert "memory  drift found: 1 missing, 1 orphaned, 0 stale" in report.getvalue()
+    assert "turn    drift found: 0 missing, 0 orphaned, 1 stale" in report.getvalue()
+    assert _stored("memory").keys() != documents["memory"].keys()
+
+    report = StringIO()
+    call_command("reindex", stdout=report)
+    assert "memory  repaired: 1 missing, 1 orphaned, 0 stale" in report.getvalue()
+    assert {kind: _stored(kind) for kind in postgres.DOC_TABLES} == documents
+    # Repairs go through the same apply as writes, so BM25's statistics come back exact too.
+    assert _statistics() == statistics
+    assert memory_search(query="边界", scope_ids=[project_scope.pk])[0].memory.pk == dropped.pk
+
+    report = StringIO()
+    call_command("reindex", "--check", stdout=report)
+    assert "memory  clean" in report.getvalue() and "turn    clean" in report.getvalue()
+    assert AuditEvent.objects.filter(target_type="search_index").count() == 1
+
+
+def test_it_finds_turn_documents_stale_when_a_document_setting_changes(
+    project_scope, write_narrative, django_capture_on_commit_callbacks, settings
+):
+    _, turns = _native_documents(project_scope, write_narrative, django_capture_on_commit_callbacks)
+    settings.TIDELINE_SEARCH_DATE_WEIGHT = 2.0
+    report = StringIO()
+    call_command("reindex", "--check", stdout=report)
+    assert "memory  clean" in report.getvalue()
+    assert f"turn    drift found: 0 missing, 0 orphaned, {len(turns)} stale" in report.getvalue()
+    call_command("reindex", stdout=StringIO())
+    month = text_terms("January")[0]
+    assert [bag[month] for _, _, bag, _ in _stored("turn").values()] == [2.0] * len(turns)
+    report = StringIO()
+    call_command("reindex", "--check", stdout=report)
+    assert "turn    clean" in report.getvalue()
+
+
+def test_it_says_there_is_nothing_to_check_with_the_per_process_index_on_postgresql(db, settings):
+    if connection.vendor != "postgresql":
+        pytest.skip("the per-process index mode is a PostgreSQL setting")
+    settings.TIDELINE_SEARCH_POSTGRES = "process"
+    report = StringIO()
+    call_command("reindex", "--check", stdout=report)
+    assert "per-process search index: no stored documents" in report.getvalue()

@@ -4,10 +4,14 @@ from django.db import connection
 
 from memory.management.progress import ProgressCommand
 from memory.search.maintenance import search_index_check
+from memory.search.postgres import native_active
 
 
 class Command(ProgressCommand):
-    help = "Detect drift between memories/turns and the FTS5 search index, and repair it."
+    help = (
+        "Detect drift between memories/turns and the search index (SQLite's FTS5 tables, "
+        "PostgreSQL's stored documents), and repair it."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument(
@@ -15,10 +19,10 @@ class Command(ProgressCommand):
         )
 
     def handle(self, *args, check: bool, **options) -> None:
-        if connection.vendor != "sqlite":
+        if connection.vendor != "sqlite" and not native_active():
             self.stdout.write(
-                f"{connection.vendor}: no persistent lexical index to check; search terms are "
-                "computed in each process from the stored text."
+                f"{connection.vendor} with the per-process search index: no stored documents to "
+                "check; search terms are computed in each process from the stored text."
             )
             return
         drifts = search_index_check(repair=not check, progress=self.progress_steps(unit="kinds"))
