@@ -106,8 +106,10 @@ def _repair(drift: Drift) -> None:
 def search_index_check(
     *, repair: bool = False, actor: str = Actor.SYSTEM, progress=None
 ) -> list[Drift]:
-    """The drift of each kind of document; with `repair`, fixed in one transaction (and audited).
-    `progress(label, done, total)` is told after each kind is checked and each is repaired."""
+    """The drift of each kind of document; with `repair`, fixed and audited (SQLite: in one
+    transaction; PostgreSQL: queued and audited in one, then applied as writes are). Empty on
+    PostgreSQL with the per-process index, which stores no documents. `progress(label, done,
+    total)` is told after each kind is checked and each is repaired."""
     from memory.search import postgres
 
     if postgres.native_active():
