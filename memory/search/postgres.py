@@ -6,9 +6,12 @@ What is stored, per kind of document (memories, turns):
 - `<kind>_search_doc`: one row per memory or turn — its scope, BM25 length, the term bag the
   in-process index would build (`bag`, term → frequency; a turn's holds its neighbours' terms and
   its month and year at their weights), a turn's own terms (`own`, what a literal must be found
-  in), a `tsvector` of the bag's terms with a GIN index (candidate generation with `@@`), and,
-  when the `vector` extension is installed, the embedding as a pgvector `vector` with an HNSW
-  cosine index per dimension.
+  in), and, when the `vector` extension is installed, the embedding as a pgvector `vector` with an
+  HNSW cosine index per dimension.
+- `tideline_search_posting`: one row per (document, term) with the term's frequency, the
+  document's scope and length, indexed by (kind, term, scope) with the rest included, so candidate
+  generation adds up BM25 in an index-only scan instead of reading every document a common term
+  is in.
 - `tideline_search_df` (document frequency per scope and term) and `tideline_search_totals`
   (documents and summed length per scope): BM25's collection statistics for any set of scopes,
   exactly the N, df and average length the in-process index computes over the caller's scopes.
@@ -86,13 +89,17 @@ PENDING = "tideline_search_pending"
 DF = "tideline_search_df"
 TOTALS = "tideline_search_totals"
 SPEAKERS = "tideline_search_speaker"
+# One row per (document, term): what candidate generation reads instead of every document that
+# holds a common term (migration 0014).
+POSTINGS = "tideline_search_posting"
 # pg_advisory_xact_lock key serialising appliers of the pending queue ("tide" in ASCII).
 APPLY_LOCK = 0x74696465
 APPLY_CHUNK = 2000
 # A search applies at most this many queued rows (a backlog is the write path's to apply).
 SEARCH_APPLY_LIMIT = 200
-# A tsvector lexeme is at most 2046 bytes; longer terms are ranked but cannot generate candidates.
-MAX_LEXEME_BYTES = 2000
+# A btree entry must fit in a third of a page (2704 bytes): a longer term is ranked when its row is
+# a candidate for another reason, but cannot make it one.
+MAX_POSTING_TERM_BYTES = 2000
 WRITES = {"INSERT", "UPDATE", "DELETE"}
 APPLY_SAVEPOINT = "tideline_search_apply"
 QUEUE_MISSING = (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn)
@@ -170,12 +177,7 @@ def native_schema_sql(*, vector: bool, trigram: bool) -> list[str]:
         f"IF TG_OP = 'DELETE' THEN INSERT INTO {PENDING}(kind, row_id) VALUES (TG_ARGV[0], OLD.id); "
         f"ELSE INSERT INTO {PENDING}(kind, row_id) VALUES (TG_ARGV[0], NEW.id); END IF; "
         "RETURN NULL; END; $$ LANGUAGE plpgsql",
-        # Django's test flush truncates the stored rows; their documents and statistics go too.
-        "CREATE FUNCTION tideline_search_truncate() RETURNS trigger AS $$ BEGIN "
-        "IF TG_ARGV[0] = 'memory' THEN TRUNCATE memory_search_doc; "
-        f"ELSE TRUNCATE turn_search_doc, {SPEAKERS}; END IF; "
-        f"DELETE FROM {DF} WHERE kind = TG_ARGV[0]; DELETE FROM {TOTALS} WHERE kind = TG_ARGV[0]; "
-        f"DELETE FROM {PENDING} WHERE kind = TG_ARGV[0]; RETURN NULL; END; $$ LANGUAGE plpgsql",
+        _truncate_function_sql(postings=False),
     ]
     for kind, watched in (("memory", MEMORY_PENDING_WATCHED), ("turn", TURN_PENDING_WATCHED)):
         source = SOURCE_TABLES[kind]
@@ -199,6 +201,64 @@ def native_schema_sql(*, vector: bool, trigram: bool) -> list[str]:
             "USING gin (content gin_trgm_ops)",
         ]
     return statements
+
+
+def _truncate_function_sql(*, postings: bool) -> str:
+    """Django's test flush truncates the stored rows; their documents and statistics go too."""
+    also = f"DELETE FROM {POSTINGS} WHERE kind = TG_ARGV[0]; " if postings else ""
+    return (
+        "CREATE OR REPLACE FUNCTION tideline_search_truncate() RETURNS trigger AS $$ BEGIN "
+        "IF TG_ARGV[0] = 'memory' THEN TRUNCATE memory_search_doc; "
+        f"ELSE TRUNCATE turn_search_doc, {SPEAKERS}; END IF; "
+        f"DELETE FROM {DF} WHERE kind = TG_ARGV[0]; DELETE FROM {TOTALS} WHERE kind = TG_ARGV[0]; "
+        f"{also}DELETE FROM {PENDING} WHERE kind = TG_ARGV[0]; RETURN NULL; END; $$ LANGUAGE plpgsql"
+    )
+
+
+def _postings_fill_sql(kind: str) -> str:
+    return (
+        f"INSERT INTO {POSTINGS} (kind, id, term, scope_id, tf, length) "
+        f"SELECT '{kind}', d.id, e.key, d.scope_id, e.value::float8, d.length "
+        f"FROM {DOC_TABLES[kind]} d, jsonb_each_text(d.bag) AS e "
+        f"WHERE octet_length(e.key) <= {MAX_POSTING_TERM_BYTES}"
+    )
+
+
+def native_postings_sql(*, install: bool) -> list[str]:
+    """Term postings in place of each document's tsvector (migration 0014). A GIN match on a term
+    held by a tenth of the store reads each of those documents from the heap (tens of ms at 100k);
+    the postings index holds the term, scope, tf and length, so BM25 over them is an index-only
+    scan."""
+    if not install:
+        statements = []
+        for table in DOC_TABLES.values():
+            statements += [
+                f"ALTER TABLE {table} ADD COLUMN tsv TSVECTOR",
+                f"UPDATE {table} SET tsv = array_to_tsvector(ARRAY(SELECT term FROM "
+                f"jsonb_object_keys(bag) AS term WHERE octet_length(term) <= "
+                f"{MAX_POSTING_TERM_BYTES}))",
+                f"ALTER TABLE {table} ALTER COLUMN tsv SET NOT NULL",
+                f"CREATE INDEX {table}_tsv ON {table} USING gin (tsv)",
+            ]
+        return [
+            *statements,
+            _truncate_function_sql(postings=False),
+            f"DROP TABLE {POSTINGS}",
+        ]
+    statements = [
+        f"CREATE TABLE {POSTINGS} (kind TEXT NOT NULL, id BIGINT NOT NULL, term TEXT NOT NULL, "
+        "scope_id BIGINT NOT NULL, tf DOUBLE PRECISION NOT NULL, length REAL NOT NULL, "
+        "PRIMARY KEY (kind, id, term))",
+        f"CREATE INDEX {POSTINGS}_term ON {POSTINGS} (kind, term, scope_id) "
+        "INCLUDE (id, tf, length)",
+    ]
+    for kind, table in DOC_TABLES.items():
+        statements += [
+            _postings_fill_sql(kind),
+            f"DROP INDEX {table}_tsv",
+            f"ALTER TABLE {table} DROP COLUMN tsv",
+        ]
+    return [*statements, _truncate_function_sql(postings=True), f"ANALYZE {POSTINGS}"]
 
 
 def native_pending_xact_sql(*, install: bool) -> list[str]:
@@ -272,10 +332,6 @@ def capabilities() -> dict[str, bool]:
 
 def _python_terms(ids: list[int], texts: dict[int, str]) -> dict[int, list[str]]:
     return {pk: text_terms(texts.get(pk, "")) for pk in ids}
-
-
-def _tsvector_terms(bag: dict[str, float]) -> list[str]:
-    return [term for term in bag if len(term.encode()) <= MAX_LEXEME_BYTES]
 
 
 def _vector_text(blob, model_id: str | None) -> tuple[str | None, int | None]:
@@ -458,10 +514,11 @@ def _documents(
 
 
 def native_drift(kind: str) -> tuple[list[int], list[int], list[int]]:
-    """(missing, orphaned, stale) stored documents of `kind`: rows with no document, documents with
-    no row, and documents whose terms differ from what the current code and settings compute (an
-    upgrade that changed the terms, or a change to TIDELINE_SEARCH_TURN_NEIGHBOURS,
-    _NEIGHBOUR_WEIGHT or _DATE_WEIGHT, which are read when a document is written)."""
+    """(missing, orphaned, stale) stored documents of `kind`: rows with no document, documents (or
+    term postings) with no row, and documents whose terms differ from what the current code and
+    settings compute (an upgrade that changed the terms, or a change to
+    TIDELINE_SEARCH_TURN_NEIGHBOURS, _NEIGHBOUR_WEIGHT or _DATE_WEIGHT, which are read when a
+    document is written) or whose postings differ from their term bag."""
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT id FROM {SOURCE_TABLES[kind]}")
         source = {row[0] for row in cursor.fetchall()}
@@ -470,9 +527,21 @@ def native_drift(kind: str) -> tuple[list[int], list[int], list[int]]:
         # Queued rows are not drift: the next search or the beat's drain applies them.
         cursor.execute(f"SELECT row_id FROM {PENDING} WHERE kind = %s", [kind])
         queued = {row[0] for row in cursor.fetchall()}
+        cursor.execute(
+            f"SELECT DISTINCT coalesce(d.id, p.id) FROM (SELECT id, e.key AS term, "
+            "e.value::float8 AS tf, scope_id, length FROM "
+            f"{DOC_TABLES[kind]}, jsonb_each_text(bag) AS e "
+            f"WHERE octet_length(e.key) <= {MAX_POSTING_TERM_BYTES}) AS d "
+            f"FULL JOIN (SELECT id, term, tf, scope_id, length FROM {POSTINGS} "
+            "WHERE kind = %s) AS p ON p.id = d.id AND p.term = d.term AND p.tf = d.tf "
+            "AND p.scope_id = d.scope_id AND p.length = d.length "
+            "WHERE d.id IS NULL OR p.id IS NULL",
+            [kind],
+        )
+        misposted = {row[0] for row in cursor.fetchall()} - queued
     source -= queued
     stored -= queued
-    stale = []
+    stale = list(misposted & source & stored)
     present = sorted(source & stored)
     for start in range(0, len(present), APPLY_CHUNK):
         chunk = present[start : start + APPLY_CHUNK]
@@ -486,13 +555,17 @@ def native_drift(kind: str) -> tuple[list[int], list[int], list[int]]:
                 document = documents.get(pk)
                 if document is None or dict(document[1]) != bag or document[2] != own:
                     stale.append(pk)
-    return sorted(source - stored), sorted(stored - source), sorted(stale)
+    return (
+        sorted(source - stored),
+        sorted((stored - source) | (misposted - source)),
+        sorted(set(stale)),
+    )
 
 
 def native_statistics_rebuild(kind: str) -> None:
-    """Recount `kind`'s document frequencies and per-scope totals from the stored documents: applies
-    keep them by deltas, which cannot undo a document changed outside them (a restore, a hand
-    edit)."""
+    """Recount `kind`'s document frequencies and per-scope totals, and rewrite its term postings,
+    from the stored documents: applies keep them by deltas, which cannot undo a document changed
+    outside them (a restore, a hand edit)."""
     table = DOC_TABLES[kind]
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [APPLY_LOCK])
@@ -508,6 +581,8 @@ def native_statistics_rebuild(kind: str) -> None:
             f"SELECT %s, scope_id, count(*), sum(length::float8) FROM {table} GROUP BY scope_id",
             [kind],
         )
+        cursor.execute(f"DELETE FROM {POSTINGS} WHERE kind = %s", [kind])
+        cursor.execute(_postings_fill_sql(kind))
 
 
 def native_requeue(kind: str, ids: list[int]) -> None:
@@ -535,6 +610,7 @@ def _apply(cursor, kind: str, ids: list[int]) -> None:
         entry[1] -= length
     vector = capabilities()["vector"]
     rows = []
+    postings: list[tuple[int, str, int, float, float]] = []
     for pk, (scope_id, bag, own, blob, model_id) in documents.items():
         length = float(np.float32(sum(bag.values())))
         for term in bag:
@@ -546,24 +622,31 @@ def _apply(cursor, kind: str, ids: list[int]) -> None:
         if not text:
             model_id = None
         rows.append(
-            (pk, scope_id, length, json.dumps(bag), own, _tsvector_terms(bag), model_id, dim)
+            (pk, scope_id, length, json.dumps(bag), own, model_id, dim)
             + ((text,) if vector else ())
         )
+        for term, tf in bag.items():
+            if len(term.encode()) <= MAX_POSTING_TERM_BYTES:
+                postings.append((pk, term, scope_id, float(tf), length))
     gone = [pk for pk in ids if pk not in documents]
     if gone:
         cursor.execute(f"DELETE FROM {table} WHERE id = ANY(%s)", [gone])
     if rows:
-        columns = "id, scope_id, length, bag, own, tsv, model, dim" + (
-            ", embedding" if vector else ""
-        )
-        values = "%s, %s, %s, %s::jsonb, %s, array_to_tsvector(%s::text[]), %s, %s" + (
-            ", %s::vector" if vector else ""
-        )
+        columns = "id, scope_id, length, bag, own, model, dim" + (", embedding" if vector else "")
+        values = "%s, %s, %s, %s::jsonb, %s, %s, %s" + (", %s::vector" if vector else "")
         updates = ", ".join(f"{column} = EXCLUDED.{column}" for column in columns.split(", ")[1:])
         cursor.executemany(
             f"INSERT INTO {table} ({columns}) VALUES ({values}) "
             f"ON CONFLICT (id) DO UPDATE SET {updates}",
             rows,
+        )
+    cursor.execute(f"DELETE FROM {POSTINGS} WHERE kind = %s AND id = ANY(%s)", [kind, touched])
+    if postings:
+        cursor.execute(
+            f"INSERT INTO {POSTINGS} (kind, id, term, scope_id, tf, length) "
+            "SELECT %s, * FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::float8[], "
+            "%s::real[])",
+            [kind, *map(list, zip(*postings, strict=True))],
         )
     changes = [(term, scope_id, delta) for (term, scope_id), delta in df.items() if delta]
     if changes:
@@ -595,7 +678,7 @@ def _apply(cursor, kind: str, ids: list[int]) -> None:
             [sorted(speakers)],
         )
     if vector:
-        for dim in {row[7] for row in rows if row[7]}:
+        for dim in {dim for *_, dim, _ in rows if dim}:
             _hnsw_ensure(cursor, kind, dim)
 
 
@@ -683,15 +766,6 @@ class NativeSearch:
             model_id=self.model_id,
             dim=self.dim,
         )
-
-
-def _tsquery(terms: list[str]) -> str:
-    quoted = (
-        "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
-        for term in terms
-        if len(term.encode()) <= MAX_LEXEME_BYTES
-    )
-    return " | ".join(quoted)
 
 
 def _terms_resolve(terms: list[str], known: set[str], speakers: set[str]) -> list[str]:
@@ -855,7 +929,7 @@ def native_view(
         cte_params: list = []
         if not exact:
             lexical = _lexical_candidates(
-                table,
+                kind,
                 terms,
                 scope_ids,
                 df=df,
@@ -1016,58 +1090,60 @@ def _vector_literal(vector: np.ndarray) -> str:
 
 
 def _lexical_candidates(
-    table: str, terms: list[str], scope_ids: list[int], *, df, total: int, average: float, b: float
+    kind: str, terms: list[str], scope_ids: list[int], *, df, total: int, average: float, b: float
 ) -> tuple[str, list] | None:
     """The statement (and its parameters) choosing the best
-    TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES documents by BM25, computed in SQL with the same
-    formula and statistics as the ranking; None when no query term is stored.
+    TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES documents by BM25, computed in SQL over the term
+    postings with the same formula and statistics as the ranking; None when no query term is
+    stored.
 
-    A term in more than COMMON_DF_SHARE of the documents (the "tl" of every ticket id tl-N) makes
-    the GIN scan visit most of the store; when the query's rarer terms already find documents and
-    the common terms together can add at most NEGLIGIBLE_SHARE of the best score, the rows holding
-    only common terms are left out. Both scans are in the statement; the one not needed is cut
-    by a one-time filter before it runs."""
-    unique = [term for term in dict.fromkeys(terms) if df.get(term)]
+    A term in more than COMMON_DF_SHARE of the documents (the "tl" of every ticket id tl-N) has
+    that many postings to add up; when the query's rarer terms already find documents and the
+    common terms together can add at most NEGLIGIBLE_SHARE of the best score, only the documents
+    holding a rare term are scored (by every term, through their own postings). Both statements
+    are in one; the one not needed is cut by a one-time filter before it runs."""
+    unique = [
+        term
+        for term in dict.fromkeys(terms)
+        if df.get(term) and len(term.encode()) <= MAX_POSTING_TERM_BYTES
+    ]
     if not unique:
         return None
     k1 = settings.TIDELINE_SEARCH_BM25_K1
-    average = average or 1.0
     idf = {term: float(np.log(1 + (total - df[term] + 0.5) / (df[term] + 0.5))) for term in unique}
-    parts = []
-    params: list = []
-    for term in unique:
-        parts.append(
-            "coalesce(%s * (bag ->> %s)::float8 * %s / ((bag ->> %s)::float8 + "
-            "%s * (1 - %s + %s * length / %s)), 0)"
-        )
-        params += [idf[term], term, k1 + 1, term, k1, b, b, average]
+    weights = "unnest(%s::text[], %s::float8[]) AS q(term, idf)"
+    weight_params = [unique, [idf[term] for term in unique]]
+    score = "sum(q.idf * p.tf * %s / (p.tf + %s * (1 - %s + %s * p.length / %s)))"
+    score_params = [k1 + 1, k1, b, b, average or 1.0]
     cap = settings.TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES
-
-    def best(generating: list[str]) -> tuple[str, list]:
-        return (
-            f"SELECT id, {' + '.join(parts)} AS score FROM {table} "
-            "WHERE scope_id = ANY(%s) AND tsv @@ %s::tsquery ORDER BY score DESC, id LIMIT %s",
-            [*params, scope_ids, _tsquery(generating), cap],
-        )
-
+    every_sql = (
+        f"SELECT p.id, {score} AS score FROM {POSTINGS} p JOIN {weights} ON q.term = p.term "
+        "WHERE p.kind = %s AND p.scope_id = ANY(%s) GROUP BY p.id ORDER BY score DESC, p.id "
+        "LIMIT %s"
+    )
+    every_params = [*score_params, *weight_params, kind, scope_ids, cap]
     rare = [term for term in unique if df[term] <= COMMON_DF_SHARE * total]
     common = [term for term in unique if term not in rare]
     if not (rare and common):
-        sql, values = best(unique)
-        return f"SELECT id FROM ({sql}) AS scored", values
+        return f"SELECT id FROM ({every_sql}) AS scored", every_params
     bound = sum(idf[term] * (k1 + 1) for term in common)
     if bound > NEGLIGIBLE_SHARE * sum(idf[term] * (k1 + 1) for term in rare):
         # No rare-term score can reach bound / NEGLIGIBLE_SHARE (a term adds at most
-        # idf · (k1 + 1)): the common terms count, so only the scan of every term is run.
-        sql, values = best(unique)
-        return f"SELECT id FROM ({sql}) AS scored", values
-    rare_sql, rare_values = best(rare)
-    all_sql, all_values = best(unique)
+        # idf · (k1 + 1)): the common terms count, so only the statement over every term is run.
+        return f"SELECT id FROM ({every_sql}) AS scored", every_params
+    rare_sql = (
+        f"SELECT r.id, s.score FROM (SELECT DISTINCT id FROM {POSTINGS} WHERE kind = %s "
+        "AND term = ANY(%s) AND scope_id = ANY(%s)) AS r "
+        f"CROSS JOIN LATERAL (SELECT {score} AS score FROM {POSTINGS} p JOIN {weights} "
+        "ON q.term = p.term WHERE p.kind = %s AND p.id = r.id) AS s "
+        "ORDER BY s.score DESC, r.id LIMIT %s"
+    )
+    rare_params = [kind, rare, scope_ids, *score_params, *weight_params, kind, cap]
     enough = "(SELECT %s <= %s * max(score) FROM rare)"
     return (
         f"WITH rare AS ({rare_sql}) SELECT id FROM rare WHERE coalesce({enough}, false) "
-        f"UNION ALL SELECT id FROM ({all_sql}) AS scored WHERE NOT coalesce({enough}, false)",
-        [*rare_values, bound, NEGLIGIBLE_SHARE, *all_values, bound, NEGLIGIBLE_SHARE],
+        f"UNION ALL SELECT id FROM ({every_sql}) AS scored WHERE NOT coalesce({enough}, false)",
+        [*rare_params, bound, NEGLIGIBLE_SHARE, *every_params, bound, NEGLIGIBLE_SHARE],
     )
 
 

@@ -6,6 +6,7 @@ this module and the search suite again on PostgreSQL 16 with pgvector (and no pg
 """
 
 import gc
+import json
 import os
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -13,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 from django.db import connection, transaction
+from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from memory.models import ContextTurn, Memory
@@ -250,6 +252,8 @@ def test_it_forgets_the_documents_of_truncated_rows(postgresql, project_scope):
         assert cursor.fetchone()[0] == 0
         cursor.execute(f"SELECT count(*) FROM {postgres.DF} WHERE kind = 'turn'")
         assert cursor.fetchone()[0] == 0
+        cursor.execute(f"SELECT count(*) FROM {postgres.POSTINGS} WHERE kind = 'turn'")
+        assert cursor.fetchone()[0] == 0
     assert not ContextTurn.objects.filter(pk=turns[0].pk).exists()
     assert turn_search(query="lighthouses", scope_ids=[project_scope.pk]) == []
 
@@ -409,3 +413,113 @@ def test_it_never_makes_a_search_apply_a_backlog(postgresql, project_scope):
     assert postgres.native_queue_drain() == {"memory": 150, "turn": 0}
     assert _pending("memory") == 0
     assert _stored_statistics("memory") == _memory_statistics()
+
+
+def _postings(kind: str) -> tuple[set, set]:
+    """(what each stored document's term bag says its postings are, the stored postings)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id, scope_id, length, bag FROM {postgres.DOC_TABLES[kind]}")
+        derived = {
+            (pk, term, scope_id, float(tf), length)
+            for pk, scope_id, length, bag in cursor.fetchall()
+            for term, tf in (json.loads(bag) if isinstance(bag, str) else bag).items()
+        }
+        cursor.execute(
+            f"SELECT id, term, scope_id, tf, length FROM {postgres.POSTINGS} WHERE kind = %s",
+            [kind],
+        )
+        return derived, set(cursor.fetchall())
+
+
+def test_it_keeps_each_documents_term_postings_with_it(
+    postgresql,
+    project_scope,
+    other_project_scope,
+    write_narrative,
+    django_capture_on_commit_callbacks,
+):
+    """Candidates are summed from the postings: a write, an edit, a move to another scope and a
+    turn that changes its neighbours' documents all leave exactly the postings of the stored
+    documents (rows are never deleted; a truncate's go with its documents)."""
+    memory_ids = _corpus(project_scope, write_narrative, django_capture_on_commit_callbacks)
+    Memory.objects.filter(pk=memory_ids[0]).update(search_text="invoices for the harbour master")
+    Memory.objects.filter(pk=memory_ids[1]).update(scope=other_project_scope)
+    session = session_start(runtime="test", external_id="native", scope_id=project_scope.pk)
+    with django_capture_on_commit_callbacks(execute=True):
+        turns_record(
+            session_id=session.pk,
+            turns=[TurnInput(role="user", content="the harbour master waves", speaker="Aqib")],
+        )
+    for kind in postgres.DOC_TABLES:
+        postgres.native_sync(kind)
+        derived, stored = _postings(kind)
+        assert stored == derived and stored
+    harbour = text_terms("harbour")[0]
+    assert {pk for pk, term, *_ in _postings("memory")[1] if term == harbour} == set(
+        Memory.objects.filter(search_text__icontains="harbour").values_list("pk", flat=True)
+    )
+    assert {scope for pk, _, scope, *_ in _postings("memory")[1] if pk == memory_ids[1]} == {
+        other_project_scope.pk
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_moves_stored_documents_between_tsvector_and_postings(
+    postgresql, project_scope, write_narrative, django_capture_on_commit_callbacks
+):
+    """Migration 0014 turns each document's tsvector into postings, and back when reversed, from
+    the stored term bags (no document is recomputed)."""
+    _corpus(project_scope, write_narrative, django_capture_on_commit_callbacks)
+    for kind in postgres.DOC_TABLES:
+        postgres.native_sync(kind)
+    before = {kind: _postings(kind)[1] for kind in postgres.DOC_TABLES}
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes("memory")
+    executor.migrate([("memory", "0013_memory_scope_type_recent")])
+    with connection.cursor() as cursor:
+        assert postgres.POSTINGS not in connection.introspection.table_names(cursor)
+        cursor.execute(
+            "SELECT count(*) FROM memory_search_doc WHERE tsv @@ %s::tsquery",
+            [text_terms("whale")[0]],
+        )
+        assert cursor.fetchone()[0] == 2
+    executor = MigrationExecutor(connection)
+    executor.migrate(latest)
+    assert {kind: _postings(kind)[1] for kind in postgres.DOC_TABLES} == before
+    assert all(before.values())
+    assert memory_search(query="whale songs", scope_ids=[project_scope.pk])
+
+
+def test_it_ranks_candidates_found_by_rare_terms_as_the_in_process_index_does(
+    postgresql, settings, project_scope, write_narrative
+):
+    """A ticket id's "tl" is in every row: only the rows holding its number are summed (by every
+    query term), and the ranking is the in-process index's."""
+    from django.test.utils import CaptureQueriesContext
+
+    for number in range(40):
+        write_narrative(project_scope, f"ticket tl-{number} tracks the {SENTENCES[number % 14]}")
+    queries = ["tl-7", "ticket tl-12", "tl-33 archive"]
+    settings.TIDELINE_SEARCH_POSTGRES = "process"
+    in_process = [
+        [
+            (hit.memory.pk, round(hit.score, 4))
+            for hit in memory_search(query=q, scope_ids=[project_scope.pk])
+        ]
+        for q in queries
+    ]
+    settings.TIDELINE_SEARCH_POSTGRES = "native"
+    settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = 0
+    with CaptureQueriesContext(connection) as statements:
+        native = [
+            [
+                (hit.memory.pk, round(hit.score, 4))
+                for hit in memory_search(query=q, scope_ids=[project_scope.pk])
+            ]
+            for q in queries
+        ]
+    assert native == in_process
+    assert all(ranked for ranked in native)
+    # Both statements ran: "ticket" is in every row too, but weighs more than NEGLIGIBLE_SHARE.
+    rare = [statement for statement in statements if "WITH rare AS" in statement["sql"]]
+    assert 0 < len(rare) < len(queries)

@@ -78,6 +78,14 @@ def _stored(kind: str) -> dict[int, tuple]:
         }
 
 
+def _postings() -> list[tuple]:
+    from memory.search import postgres
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT * FROM {postgres.POSTINGS} ORDER BY kind, id, term")
+        return cursor.fetchall()
+
+
 def _statistics() -> tuple[list, list]:
     from memory.search import postgres
 
@@ -103,28 +111,39 @@ def test_it_detects_and_repairs_drift_in_postgresqls_stored_documents(
         project_scope, write_narrative, django_capture_on_commit_callbacks
     )
     documents = {kind: _stored(kind) for kind in postgres.DOC_TABLES}
+    postings = _postings()
     statistics = _statistics()
     with connection.cursor() as cursor:
         cursor.execute(f"DELETE FROM {postgres.DOC_TABLES['memory']} WHERE id = %s", [dropped.pk])
         cursor.execute(
-            f"INSERT INTO {postgres.DOC_TABLES['memory']} (id, scope_id, length, bag, tsv) "
-            "VALUES (987654, %s, 1, '{\"stale\": 1}', 'stale')",
+            f"INSERT INTO {postgres.DOC_TABLES['memory']} (id, scope_id, length, bag) "
+            "VALUES (987654, %s, 1, '{\"stale\": 1}')",
             [project_scope.pk],
         )
         cursor.execute(
             f"UPDATE {postgres.DOC_TABLES['turn']} SET bag = '{{\"other\": 1}}' WHERE id = %s",
             [turns[1].pk],
         )
+        # Postings disagreeing with their documents: a changed frequency, and one of no row.
+        cursor.execute(
+            f"UPDATE {postgres.POSTINGS} SET tf = 7 WHERE kind = 'turn' AND id = %s", [turns[0].pk]
+        )
+        cursor.execute(
+            f"INSERT INTO {postgres.POSTINGS} (kind, id, term, scope_id, tf, length) "
+            "VALUES ('memory', 555555, 'stale', %s, 1, 1)",
+            [project_scope.pk],
+        )
     report = StringIO()
     call_command("reindex", "--check", stdout=report)
-    assert "memory  drift found: 1 missing, 1 orphaned, 0 stale" in report.getvalue()
-    assert "turn    drift found: 0 missing, 0 orphaned, 1 stale" in report.getvalue()
+    assert "memory  drift found: 1 missing, 2 orphaned, 0 stale" in report.getvalue()
+    assert "turn    drift found: 0 missing, 0 orphaned, 2 stale" in report.getvalue()
     assert _stored("memory").keys() != documents["memory"].keys()
 
     report = StringIO()
     call_command("reindex", stdout=report)
-    assert "memory  repaired: 1 missing, 1 orphaned, 0 stale" in report.getvalue()
+    assert "memory  repaired: 1 missing, 2 orphaned, 0 stale" in report.getvalue()
     assert {kind: _stored(kind) for kind in postgres.DOC_TABLES} == documents
+    assert _postings() == postings
     # Repairs go through the same apply as writes, so BM25's statistics come back exact too.
     assert _statistics() == statistics
     assert memory_search(query="边界", scope_ids=[project_scope.pk])[0].memory.pk == dropped.pk
