@@ -1,0 +1,54 @@
+"""The in-process index's projected cosine scan (memory/search/index.py, SearchIndex.cosines)."""
+
+import numpy as np
+import pytest
+from django.db import connection
+
+from memory.search import memory_search, service
+from memory.services.embedding import embedder_get
+
+pytestmark = pytest.mark.django_db
+
+TOPICS = [
+    "the nightly backup of the archive runs at 3 am",
+    "the user prefers neovim for editing code",
+    "rate limits on the public API are 100 requests per minute",
+    "处理边界条件时先写兜底逻辑",
+    "テストの自動化を進めている",
+    "el equipo prefiere el despliegue con Docker",
+]
+
+
+def _ranked(query: str, scope_id: int) -> list[int]:
+    return [hit.memory.pk for hit in memory_search(query=query, scope_ids=[scope_id], limit=8)]
+
+
+def test_it_projects_every_stored_row_and_ranks_as_the_exact_scan(
+    settings, project_scope, write_narrative
+):
+    if connection.vendor != "sqlite":
+        pytest.skip("the in-process index is SQLite's default")
+    for number in range(24):
+        write_narrative(project_scope, f"{TOPICS[number % len(TOPICS)]} (note {number})")
+    queries = ["when does the backup run", "which editor", "边界", "Docker"]
+    settings.TIDELINE_SEARCH_PROJECTION_MIN_ROWS = 10**9
+    exact = [_ranked(query, project_scope.pk) for query in queries]
+
+    settings.TIDELINE_SEARCH_PROJECTION_MIN_ROWS = 10
+    settings.TIDELINE_SEARCH_PROJECTION_DIM = 16
+    # The shortlist (500) holds every row here, so exact re-scoring gives the exact order (the
+    # scores move a little: the min-max scale is read off the projected cosines).
+    assert [_ranked(query, project_scope.pk) for query in queries] == exact
+    # Rows stored after the projection was built are projected too, as the matrix grows.
+    for number in range(24, 40):
+        write_narrative(project_scope, f"{TOPICS[number % len(TOPICS)]} (note {number})")
+    index = service.search_index("memory")
+    vector = embedder_get().embed_query("when does the backup run")
+    approximate, projected = index.cosines(vector)
+    assert projected and len(approximate) == index.table.size >= 40
+    size = index.table.size
+    expected = (index.table.vectors[:size] @ index.basis) @ (vector @ index.basis)
+    assert np.allclose(approximate, expected, atol=1e-5)
+    # Sixteen principal directions of 40 rows already order them much as the full vectors do.
+    full = index.table.vectors[:size] @ vector
+    assert np.corrcoef(approximate, full)[0, 1] > 0.9
