@@ -598,10 +598,12 @@ def _apply(cursor, kind: str, ids: list[int]) -> None:
     speakers: set[str] = set()
     documents = _documents(kind, ids, speakers)
     touched = sorted(set(ids) | set(documents))
-    cursor.execute(f"SELECT scope_id, length, bag FROM {table} WHERE id = ANY(%s)", [touched])
+    cursor.execute(f"SELECT id, scope_id, length, bag FROM {table} WHERE id = ANY(%s)", [touched])
     df: Counter = Counter()
     totals: dict[int, list[float]] = {}
-    for scope_id, length, bag in cursor.fetchall():
+    stored = []
+    for pk, scope_id, length, bag in cursor.fetchall():
+        stored.append(pk)
         bag = json.loads(bag) if isinstance(bag, str) else bag
         for term in bag:
             df[(term, scope_id)] -= 1
@@ -640,7 +642,10 @@ def _apply(cursor, kind: str, ids: list[int]) -> None:
             f"ON CONFLICT (id) DO UPDATE SET {updates}",
             rows,
         )
-    cursor.execute(f"DELETE FROM {POSTINGS} WHERE kind = %s AND id = ANY(%s)", [kind, touched])
+    if stored:
+        # Only a stored document has postings: a bulk import deletes nothing, and never makes a
+        # planner without statistics yet scan the growing postings for its ids.
+        cursor.execute(f"DELETE FROM {POSTINGS} WHERE kind = %s AND id = ANY(%s)", [kind, stored])
     if postings:
         cursor.execute(
             f"INSERT INTO {POSTINGS} (kind, id, term, scope_id, tf, length) "
