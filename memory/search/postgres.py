@@ -643,14 +643,16 @@ def _apply(cursor, kind: str, ids: list[int]) -> None:
             rows,
         )
     if stored:
-        # Only a stored document has postings: a bulk import deletes nothing, and never makes a
-        # planner without statistics yet scan the growing postings for its ids.
+        # Only a stored document has postings (but for drift, which the reindex repair rewrites):
+        # a bulk import deletes nothing, and never makes a planner without statistics yet scan the
+        # growing postings for its ids.
         cursor.execute(f"DELETE FROM {POSTINGS} WHERE kind = %s AND id = ANY(%s)", [kind, stored])
     if postings:
         cursor.execute(
             f"INSERT INTO {POSTINGS} (kind, id, term, scope_id, tf, length) "
             "SELECT %s, * FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::float8[], "
-            "%s::real[])",
+            "%s::real[]) ON CONFLICT (kind, id, term) DO UPDATE SET scope_id = EXCLUDED.scope_id, "
+            "tf = EXCLUDED.tf, length = EXCLUDED.length",
             [kind, *map(list, zip(*postings, strict=True))],
         )
     changes = [(term, scope_id, delta) for (term, scope_id), delta in df.items() if delta]
