@@ -57,11 +57,12 @@ import logging
 import threading
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 import psycopg
 from django.conf import settings
-from django.db import DatabaseError, ProgrammingError, connection, transaction
+from django.db import DatabaseError, ProgrammingError, connection, migrations, transaction
 
 from memory.models import ContextTurn, Memory, Scope
 from memory.search.index import (
@@ -259,6 +260,21 @@ def native_postings_sql(*, install: bool) -> list[str]:
             f"ALTER TABLE {table} DROP COLUMN tsv",
         ]
     return [*statements, _truncate_function_sql(postings=True), f"ANALYZE {POSTINGS}"]
+
+
+def native_sql_migration(statements: Callable[..., list[str]]) -> migrations.RunPython:
+    """A migration step running `statements(install=True)` forwards and `statements(install=False)`
+    backwards, on PostgreSQL only (SQLite has no native search schema)."""
+
+    def step(*, install: bool):
+        def run(apps, schema_editor) -> None:
+            if schema_editor.connection.vendor == "postgresql":
+                for statement in statements(install=install):
+                    schema_editor.execute(statement)
+
+        return run
+
+    return migrations.RunPython(step(install=True), step(install=False))
 
 
 def native_pending_xact_sql(*, install: bool) -> list[str]:
