@@ -216,12 +216,19 @@ def _truncate_function_sql(*, postings: bool) -> str:
     )
 
 
+def _bag_postings_sql(kind: str) -> str:
+    """The postings (id, term, scope_id, tf, length) that `kind`'s stored term bags call for."""
+    return (
+        "SELECT d.id, e.key AS term, d.scope_id, e.value::float8 AS tf, d.length "
+        f"FROM {DOC_TABLES[kind]} d, jsonb_each_text(d.bag) AS e "
+        f"WHERE octet_length(e.key) <= {MAX_POSTING_TERM_BYTES}"
+    )
+
+
 def _postings_fill_sql(kind: str) -> str:
     return (
         f"INSERT INTO {POSTINGS} (kind, id, term, scope_id, tf, length) "
-        f"SELECT '{kind}', d.id, e.key, d.scope_id, e.value::float8, d.length "
-        f"FROM {DOC_TABLES[kind]} d, jsonb_each_text(d.bag) AS e "
-        f"WHERE octet_length(e.key) <= {MAX_POSTING_TERM_BYTES}"
+        f"SELECT '{kind}', * FROM ({_bag_postings_sql(kind)}) AS bag"
     )
 
 
@@ -544,10 +551,7 @@ def native_drift(kind: str) -> tuple[list[int], list[int], list[int]]:
         cursor.execute(f"SELECT row_id FROM {PENDING} WHERE kind = %s", [kind])
         queued = {row[0] for row in cursor.fetchall()}
         cursor.execute(
-            f"SELECT DISTINCT coalesce(d.id, p.id) FROM (SELECT id, e.key AS term, "
-            "e.value::float8 AS tf, scope_id, length FROM "
-            f"{DOC_TABLES[kind]}, jsonb_each_text(bag) AS e "
-            f"WHERE octet_length(e.key) <= {MAX_POSTING_TERM_BYTES}) AS d "
+            f"SELECT DISTINCT coalesce(d.id, p.id) FROM ({_bag_postings_sql(kind)}) AS d "
             f"FULL JOIN (SELECT id, term, tf, scope_id, length FROM {POSTINGS} "
             "WHERE kind = %s) AS p ON p.id = d.id AND p.term = d.term AND p.tf = d.tf "
             "AND p.scope_id = d.scope_id AND p.length = d.length "
