@@ -31,10 +31,16 @@ class Drift:
     orphaned: list[int] = field(default_factory=list)
     stale: list[int] = field(default_factory=list)
     trigram_ok: bool = True
+    # PostgreSQL native only (None on SQLite, whose FTS5 tables keep no separate statistics):
+    # document frequencies and scope totals that disagree with a recount.
+    statistics_off: int | None = None
 
     @property
     def clean(self) -> bool:
-        return not (self.missing or self.orphaned or self.stale) and self.trigram_ok
+        return (
+            not (self.missing or self.orphaned or self.stale or self.statistics_off)
+            and self.trigram_ok
+        )
 
 
 KINDS = {
@@ -145,6 +151,7 @@ def _repair_audit(drifts: list[Drift], *, actor: str) -> None:
                 "orphaned": len(drift.orphaned),
                 "stale": len(drift.stale),
                 "trigram_rebuilt": not drift.trigram_ok,
+                "statistics_recounted": drift.statistics_off or 0,
             }
             for drift in drifts
         },
@@ -154,13 +161,22 @@ def _repair_audit(drifts: list[Drift], *, actor: str) -> None:
 def _native_check(*, repair: bool, actor: str, progress) -> list[Drift]:
     """PostgreSQL's stored documents against what the current code and settings compute. A repair
     queues the drifted rows, applies the queue in short transactions as writes do, then recounts
-    BM25's statistics from the documents, which a document changed outside the applies leaves off."""
+    BM25's statistics from the documents, which a document changed outside the applies leaves off
+    (and which are checked against that recount too)."""
     from memory.search import postgres
 
     drifts = []
     for kind in KINDS:
         missing, orphaned, stale = postgres.native_drift(kind)
-        drifts.append(Drift(kind=kind, missing=missing, orphaned=orphaned, stale=stale))
+        drifts.append(
+            Drift(
+                kind=kind,
+                missing=missing,
+                orphaned=orphaned,
+                stale=stale,
+                statistics_off=postgres.native_statistics_drift(kind),
+            )
+        )
         if progress:
             progress("checking", len(drifts), len(KINDS))
     if not repair or all(drift.clean for drift in drifts):

@@ -582,23 +582,64 @@ def native_drift(kind: str) -> tuple[list[int], list[int], list[int]]:
     )
 
 
+def _df_recount_sql(kind: str) -> str:
+    """(term, scope_id, df) of `kind` counted from the stored documents."""
+    return (
+        "SELECT term, scope_id, count(*) AS df "
+        f"FROM {DOC_TABLES[kind]}, jsonb_object_keys(bag) AS term GROUP BY term, scope_id"
+    )
+
+
+def _totals_recount_sql(kind: str) -> str:
+    """(scope_id, docs, length) of `kind` counted from the stored documents."""
+    return (
+        "SELECT scope_id, count(*) AS docs, sum(length::float8) AS length "
+        f"FROM {DOC_TABLES[kind]} GROUP BY scope_id"
+    )
+
+
+def native_statistics_drift(kind: str) -> int:
+    """How many of `kind`'s BM25 statistics (a term's document frequency in a scope, a scope's
+    document count and total length) disagree with a recount from the stored documents. Applies
+    keep them by deltas under APPLY_LOCK; a lost or doubled delta (a race, a hand edit, a partial
+    restore) skews every score in that scope without making any one document stale."""
+    with connection.cursor() as cursor:
+        # A term whose documents all left keeps a zero row: it counts as absent.
+        cursor.execute(
+            f"SELECT count(*) FROM ({_df_recount_sql(kind)}) AS counted "
+            f"FULL JOIN (SELECT term, scope_id, df FROM {DF} WHERE kind = %s AND df <> 0) AS kept "
+            "USING (term, scope_id) WHERE counted.df IS DISTINCT FROM kept.df",
+            [kind],
+        )
+        off = cursor.fetchone()[0]
+        # Lengths are sums of float deltas: equal up to rounding, not bit for bit.
+        cursor.execute(
+            f"SELECT count(*) FROM ({_totals_recount_sql(kind)}) AS counted "
+            f"FULL JOIN (SELECT scope_id, docs, length FROM {TOTALS} "
+            "WHERE kind = %s AND docs <> 0) AS kept USING (scope_id) "
+            "WHERE counted.docs IS DISTINCT FROM kept.docs "
+            "OR abs(counted.length - kept.length) > 1e-6 * greatest(1, abs(counted.length))",
+            [kind],
+        )
+        return off + cursor.fetchone()[0]
+
+
 def native_statistics_rebuild(kind: str) -> None:
     """Recount `kind`'s document frequencies and per-scope totals, and rewrite its term postings,
     from the stored documents: applies keep them by deltas, which cannot undo a document changed
     outside them (a restore, a hand edit)."""
-    table = DOC_TABLES[kind]
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(%s)", [APPLY_LOCK])
         cursor.execute(f"DELETE FROM {DF} WHERE kind = %s", [kind])
         cursor.execute(
-            f"INSERT INTO {DF} (kind, term, scope_id, df) SELECT %s, term, scope_id, count(*) "
-            f"FROM {table}, jsonb_object_keys(bag) AS term GROUP BY term, scope_id",
+            f"INSERT INTO {DF} (kind, term, scope_id, df) "
+            f"SELECT %s, * FROM ({_df_recount_sql(kind)}) AS counted",
             [kind],
         )
         cursor.execute(f"DELETE FROM {TOTALS} WHERE kind = %s", [kind])
         cursor.execute(
             f"INSERT INTO {TOTALS} (kind, scope_id, docs, length) "
-            f"SELECT %s, scope_id, count(*), sum(length::float8) FROM {table} GROUP BY scope_id",
+            f"SELECT %s, * FROM ({_totals_recount_sql(kind)}) AS counted",
             [kind],
         )
         cursor.execute(f"DELETE FROM {POSTINGS} WHERE kind = %s", [kind])

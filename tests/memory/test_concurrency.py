@@ -168,6 +168,54 @@ def test_it_lets_one_of_concurrent_edits_supersede_a_narrative(
     assert Narrative.objects.filter(scope=project_scope, status=MemoryStatus.ACTIVE).count() == 1
 
 
+def test_it_keeps_the_search_index_exact_under_concurrent_writers(
+    transactional_db, writers, project_scope
+):
+    """Concurrent turns of one session change each other's documents (a turn's neighbours are in
+    its terms), and concurrent fact writes share BM25's statistics: after the burst, every stored
+    document, posting and statistic equals what the rows call for (SQLite: the FTS5 tables; the
+    PostgreSQL run: native mode's documents, postings, frequencies and totals, all applied with
+    their transactions, none left queued)."""
+    from django.db import connection
+
+    from memory.search import postgres
+    from memory.search.maintenance import search_index_check
+
+    outcomes = writers.run(
+        [
+            (
+                "turns_one_by_one",
+                {
+                    "scope_id": project_scope.pk,
+                    "session": "indexed",
+                    "contents": [f"writer {w} bakes loaf {n} at dawn" for n in range(6)],
+                },
+            )
+            if w % 2
+            else (
+                "facts_write",
+                {
+                    "scope_id": project_scope.pk,
+                    "writes": [[f"oven_{n}", f"stone oven {w}"] for n in range(4)],
+                },
+            )
+            for w in range(WRITERS)
+        ]
+    )
+
+    assert _errors(outcomes) == []
+    assert ContextTurn.objects.filter(session__external_id="indexed").count() == WRITERS // 2 * 6
+    if postgres.native_active():
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT count(*) FROM {postgres.PENDING}")
+            assert cursor.fetchone()[0] == 0
+    else:
+        assert connection.vendor == "sqlite"
+    drifts = search_index_check()
+    assert [drift.kind for drift in drifts] == ["memory", "turn"]
+    assert [drift for drift in drifts if not drift.clean] == []
+
+
 def _key(scope) -> str:
     return apikey_create(name="concurrent agent", scope_ids=[scope.pk])[1]
 

@@ -154,6 +154,40 @@ def test_it_detects_and_repairs_drift_in_postgresqls_stored_documents(
     assert AuditEvent.objects.filter(target_type="search_index").count() == 1
 
 
+def test_it_detects_and_recounts_bm25_statistics_that_drifted_from_the_documents(
+    project_scope, write_narrative, django_capture_on_commit_callbacks
+):
+    from memory.search import postgres
+
+    _native_documents(project_scope, write_narrative, django_capture_on_commit_callbacks)
+    statistics = _statistics()
+    with connection.cursor() as cursor:
+        # A doubled delta and a lost one: every document is still right, every score is not.
+        cursor.execute(
+            f"UPDATE {postgres.DF} SET df = df + 1 WHERE kind = 'memory' AND term = %s",
+            [statistics[0][0][1]],
+        )
+        cursor.execute(f"UPDATE {postgres.TOTALS} SET docs = docs - 1 WHERE kind = 'turn'")
+    report = StringIO()
+    call_command("reindex", "--check", stdout=report)
+    assert (
+        "memory  drift found: 0 missing, 0 orphaned, 0 stale, BM25 statistics 1 off"
+        in report.getvalue()
+    )
+    assert "turn    drift found: 0 missing, 0 orphaned, 0 stale, BM25 statistics 1 off" in (
+        report.getvalue()
+    )
+
+    report = StringIO()
+    call_command("reindex", stdout=report)
+    assert "memory  repaired" in report.getvalue() and "recounted" in report.getvalue()
+    assert _statistics() == statistics
+    report = StringIO()
+    call_command("reindex", "--check", stdout=report)
+    assert "memory  clean" in report.getvalue() and "turn    clean" in report.getvalue()
+    assert "BM25 statistics 0 off" in report.getvalue()
+
+
 def test_it_finds_turn_documents_stale_when_a_document_setting_changes(
     project_scope, write_narrative, django_capture_on_commit_callbacks, settings
 ):

@@ -28,10 +28,15 @@ class Command(ProgressCommand):
         drifts = search_index_check(repair=not check, progress=self.progress_steps(unit="kinds"))
         for drift in drifts:
             state = "clean" if drift.clean else ("drift found" if check else "repaired")
+            if drift.statistics_off is None:
+                trigram = "ok" if drift.trigram_ok else "damaged" if check else "rebuilt"
+                index = f"trigram index {trigram}"
+            else:
+                recounted = ", recounted" if drift.statistics_off and not check else ""
+                index = f"BM25 statistics {drift.statistics_off} off{recounted}"
             self.stdout.write(
                 f"{drift.kind:<7} {state}: {len(drift.missing)} missing, "
-                f"{len(drift.orphaned)} orphaned, {len(drift.stale)} stale, "
-                f"trigram index {'ok' if drift.trigram_ok else 'rebuilt' if not check else 'damaged'}"
+                f"{len(drift.orphaned)} orphaned, {len(drift.stale)} stale, {index}"
             )
         if check and not all(drift.clean for drift in drifts):
             self.stdout.write("run `manage.py reindex` to repair")
