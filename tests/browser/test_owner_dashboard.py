@@ -20,7 +20,7 @@ def seeded(transactional_db):
 
 @pytest.fixture
 def owner_browser(live_server, laptop_browser, django_user_model, seeded):
-    owner = django_user_model.objects.create_superuser("owner", "", "tide-pass-1")
+    owner = django_user_model.objects.create_superuser("owner", "", None)
     client = Client()
     client.force_login(owner)
     laptop_browser.get(f"{live_server.url}/static/tideline/favicon.svg")

@@ -136,7 +136,7 @@ def test_it_refuses_the_heatmap_page_to_staff_without_the_memory_view_permission
 ):
     from django.contrib.auth.models import Permission
 
-    staff = django_user_model.objects.create_user(username="helper", password="x", is_staff=True)
+    staff = django_user_model.objects.create_user(username="helper", password=None, is_staff=True)
     client.force_login(staff)
     url = reverse("admin:dream_attention_heatmap")
     page = client.get(url)

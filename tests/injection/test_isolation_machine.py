@@ -304,11 +304,13 @@ class IsolationMachine(RuleBasedStateMachine):
         A few pages a call: every page is drawn in many states over a run, and rendering all of
         them at every call was most of the machine's time."""
         users = get_user_model()
+        # Logged in by force_login: no password to hash (PBKDF2 costs a third of a second a user,
+        # once most of this machine's run time).
         owner = users.objects.filter(username="owner").first() or users.objects.create_superuser(
-            "owner", "owner@example.test", "x"
+            "owner", "owner@example.test", None
         )
         staff = users.objects.filter(username="staff").first() or users.objects.create_user(
-            "staff", "staff@example.test", "x", is_staff=True
+            "staff", "staff@example.test", None, is_staff=True
         )
         self.panel_seen = True
         owner_client, staff_client = Client(), Client()

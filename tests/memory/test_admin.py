@@ -34,7 +34,7 @@ PREFERENCE_SUMMARY = "[偏好] 用户希望回复用简体中文"
 
 @pytest.fixture
 def owner(django_user_model):
-    return django_user_model.objects.create_superuser("owner", "owner@example.com", "pw")
+    return django_user_model.objects.create_superuser("owner", "owner@example.com", None)
 
 
 @pytest.fixture
@@ -274,7 +274,7 @@ def test_it_keeps_engine_status_behind_the_login(client, django_user_model):
     response = client.get(reverse("engine_status"))
     assert response.status_code == 302
     assert reverse("admin:login") in response.url
-    staff = django_user_model.objects.create_user("helper", password="pw", is_staff=True)
+    staff = django_user_model.objects.create_user("helper", password=None, is_staff=True)
     client.force_login(staff)
     assert client.get(reverse("engine_status")).status_code == 403
 

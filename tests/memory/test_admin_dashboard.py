@@ -23,7 +23,7 @@ def seeded(db):
 
 @pytest.fixture
 def owner_client(client, django_user_model):
-    client.force_login(django_user_model.objects.create_superuser("owner", "", "pw"))
+    client.force_login(django_user_model.objects.create_superuser("owner", "", None))
     return client
 
 

@@ -148,7 +148,7 @@ BAD_CONFIGS = {
 
 @pytest.fixture
 def owner_client(client, django_user_model):
-    client.force_login(django_user_model.objects.create_superuser("owner", "o@example.com", "pw"))
+    client.force_login(django_user_model.objects.create_superuser("owner", "o@example.com", None))
     return client
 
 
