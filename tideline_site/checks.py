@@ -61,8 +61,13 @@ def database_check(app_configs, databases=None, **kwargs) -> list:
         return []
     connection = connections["default"]
     try:
-        connection.ensure_connection()
-    except (DatabaseError, OSError) as exc:
+        if connection.settings_dict["OPTIONS"].get("pool"):
+            # A pool retries a failing connect until its 30 s timeout, then says only that it
+            # timed out; one direct connect fails at once with the driver's reason.
+            connection.Database.connect(**connection.get_connection_params()).close()
+        else:
+            connection.ensure_connection()
+    except (DatabaseError, connection.Database.Error, OSError) as exc:
         # The driver's message names the host and database, never the password.
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return [
