@@ -121,6 +121,12 @@ def database_from_url(url: str, *, sqlite_options: dict, postgres_pool_size: int
         path = "/" + unquote(parsed.path).lstrip("/") if parsed.path.startswith("/") else ""
         if not path or path == "/":
             raise ImproperlyConfigured(f"TIDELINE_DATABASE_URL={url!r} names no SQLite file")
+        # SQLite creates the file but not its directory; unchecked, the first query fails deep
+        # inside Django with "unable to open database file".
+        if not Path(path).parent.is_dir():
+            raise ImproperlyConfigured(
+                f"TIDELINE_DATABASE_URL={url!r}: the directory {Path(path).parent} does not exist"
+            )
         return {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": path,

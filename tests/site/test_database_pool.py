@@ -40,6 +40,27 @@ def test_it_never_pools_sqlite():
     assert database["OPTIONS"] == SQLITE_OPTIONS
 
 
+def test_it_refuses_a_sqlite_file_in_a_directory_that_does_not_exist(tmp_path):
+    environment = {
+        **os.environ,
+        "TIDELINE_DATA_DIR": str(tmp_path),
+        "TIDELINE_DATABASE_URL": f"sqlite:///{tmp_path / 'missing' / 'tideline.sqlite3'}",
+    }
+
+    result = subprocess.run(
+        [sys.executable, str(django_settings.BASE_DIR / "manage.py"), "migrate"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert result.returncode != 0
+    assert f"the directory {tmp_path / 'missing'} does not exist" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "missing").exists()
+
+
 @pytest.mark.parametrize("value", ["-1", "many", "500"])
 def test_it_refuses_a_pool_size_that_is_not_a_small_count(value):
     environment = {**os.environ, "TIDELINE_POSTGRES_POOL_SIZE": value}
