@@ -18,6 +18,7 @@ questions. Each argument is one variant (JSON); `{}` is the default ranking and 
   fused scores, add `gamma` to every turn of the best `n` sessions, rank again.
   `{"kind": "centroid", "gamma", "top"}`: add `gamma` × the min-max cosine between the query and
   the session's mean turn vector (or `gamma` to the `top` sessions by that cosine).
+- `pairs`: `{"gamma", "count", "depth"}`, a bonus for turns sharing an adjacent query term pair.
 - `turn_semantic_weight`: the USE calibration row's semantic share for turns, for this variant.
 - any `TIDELINE_*` setting, applied while the turn index is built and searched.
 
@@ -26,6 +27,7 @@ the held-out half (5–9) and all, and the query p50 of turn_search.
 """
 
 import dataclasses
+import itertools
 import json
 import os
 import sys
@@ -258,6 +260,39 @@ def question_rank(spec: dict):
     return rank
 
 
+def pair_rank(spec: dict):
+    """A `_rank` that adds `gamma` to each of the best `depth` (50) turns sharing an adjacent
+    term pair with the query (with `count`, `gamma` per shared pair), then re-sorts them."""
+    gamma, depth = spec["gamma"], spec.get("depth", 50)
+    pairs_of: dict[int, set] = {}
+
+    def pairs(text: str) -> set:
+        from memory.search.text import text_terms
+
+        terms = text_terms(text)
+        return {pair for pair in itertools.pairwise(terms) if pair[0] != pair[1]}
+
+    def rank(**options):
+        ranked = ORIGINAL_RANK(**{**options, "limit": max(options["limit"], depth)})
+        index, limit = options["index"], options["limit"]
+        asked = pairs(options["query"])
+        if "session" not in index.table.data or not asked:
+            return ranked[:limit]
+        ids = [int(index.table["id"][row]) for row, *_ in ranked]
+        unseen = [pk for pk in ids if pk not in pairs_of]
+        for pk, content in ContextTurn.objects.filter(pk__in=unseen).values_list("pk", "content"):
+            pairs_of[pk] = pairs(content or "")
+        rescored = []
+        for (row, score, bm25, cosine, why), pk in zip(ranked, ids, strict=True):
+            shared = len(asked & pairs_of.get(pk, set()))
+            bonus = gamma * (shared if spec.get("count") else shared > 0)
+            rescored.append((row, score + bonus, bm25, cosine, why))
+        rescored.sort(key=lambda entry: -entry[1])
+        return rescored[:limit]
+
+    return rank
+
+
 def variant_install(variant: dict) -> None:
     """Build the turn index (settings already applied) and change it as `variant` says."""
     function_patch(variant.get("patch_fn"))
@@ -277,6 +312,8 @@ def variant_install(variant: dict) -> None:
         if "patch" in variant
         else question_rank(variant["question"])
         if "question" in variant
+        else pair_rank(variant["pairs"])
+        if "pairs" in variant
         else ORIGINAL_RANK
     )
     index = service.search_index("turn")
