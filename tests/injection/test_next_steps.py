@@ -8,6 +8,7 @@ import sys
 from io import StringIO
 from pathlib import Path
 
+import pytest
 from django.conf import settings
 from django.core.management import call_command
 
@@ -116,6 +117,8 @@ def test_it_runs_a_management_command_through_the_cli_in_the_callers_directory(t
     assert completed.stdout.strip() == str(here)
 
 
+# Its own SQLite store whichever backend the suite runs on: once in CI is enough.
+@pytest.mark.slow
 def test_it_ends_the_first_up_with_the_next_steps_and_only_the_first(tmp_path):
     venv = fake_venv(tmp_path)
     env = {
