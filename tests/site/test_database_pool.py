@@ -1,10 +1,6 @@
-import os
-import subprocess
-import sys
-
 import pytest
-from django.conf import settings as django_settings
 
+from tests.site.test_checks import manage
 from tideline_site.env import database_from_url
 
 SQLITE_OPTIONS = {"timeout": 30}
@@ -41,18 +37,10 @@ def test_it_never_pools_sqlite():
 
 
 def test_it_refuses_a_sqlite_file_in_a_directory_that_does_not_exist(tmp_path):
-    environment = {
-        **os.environ,
-        "TIDELINE_DATA_DIR": str(tmp_path),
-        "TIDELINE_DATABASE_URL": f"sqlite:///{tmp_path / 'missing' / 'tideline.sqlite3'}",
-    }
-
-    result = subprocess.run(
-        [sys.executable, str(django_settings.BASE_DIR / "manage.py"), "migrate"],
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    result = manage(
+        "migrate",
+        TIDELINE_DATA_DIR=str(tmp_path),
+        TIDELINE_DATABASE_URL=f"sqlite:///{tmp_path / 'missing' / 'tideline.sqlite3'}",
     )
 
     assert result.returncode != 0
@@ -63,15 +51,7 @@ def test_it_refuses_a_sqlite_file_in_a_directory_that_does_not_exist(tmp_path):
 
 @pytest.mark.parametrize("value", ["-1", "many", "500"])
 def test_it_refuses_a_pool_size_that_is_not_a_small_count(value):
-    environment = {**os.environ, "TIDELINE_POSTGRES_POOL_SIZE": value}
-
-    result = subprocess.run(
-        [sys.executable, str(django_settings.BASE_DIR / "manage.py"), "check"],
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = manage("check", TIDELINE_POSTGRES_POOL_SIZE=value)
 
     assert result.returncode != 0
     assert "TIDELINE_POSTGRES_POOL_SIZE" in result.stderr
