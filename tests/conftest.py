@@ -7,6 +7,7 @@ from django.db.backends.base.operations import BaseDatabaseOperations
 
 from memory.db_guard import guard_install_sql, guard_remove_sql
 from memory.models import Scope, ScopeKind
+from memory.search.schema import MEMORY_TRIGRAM, MEMORY_WORD, TURN_TRIGRAM, TURN_WORD
 from memory.services.scopes import scope_ensure, scope_global
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
@@ -24,11 +25,20 @@ def pytest_configure(config: pytest.Config) -> None:
             for statement in guard_remove_sql(vendor):
                 cursor.execute(statement)
         try:
-            return original(self, sql_list)
+            flushed = original(self, sql_list)
         finally:
             with self.connection.cursor() as cursor:
                 for statement in guard_install_sql(vendor):
                     cursor.execute(statement)
+        if vendor == "sqlite":
+            # SQLite's search index has no delete triggers (nothing is deleted in operation), so
+            # the flush's DELETEs would leave the next test a word index of rows that are gone.
+            # (PostgreSQL's flush truncates, and its truncate triggers clear the documents.)
+            with self.connection.cursor() as cursor:
+                for word, trigram in ((MEMORY_WORD, MEMORY_TRIGRAM), (TURN_WORD, TURN_TRIGRAM)):
+                    cursor.execute(f"DELETE FROM {word}")
+                    cursor.execute(f"INSERT INTO {trigram}({trigram}) VALUES ('delete-all')")
+        return flushed
 
     BaseDatabaseOperations.execute_sql_flush = execute_sql_flush
 
