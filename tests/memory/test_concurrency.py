@@ -5,6 +5,7 @@ PostgreSQL run of tests/memory in CI), all released at one instant."""
 from collections import Counter
 
 import pytest
+from django.db import connection
 
 from injection.services.access import apikey_create
 from memory.models import (
@@ -17,6 +18,8 @@ from memory.models import (
     SelfConcept,
     Session,
 )
+from memory.search import postgres
+from memory.search.maintenance import search_index_check
 from memory.services.narratives import NarrativeInput, narrative_write
 from tests.memory.concurrency import Server, Writers
 
@@ -176,11 +179,6 @@ def test_it_keeps_the_search_index_exact_under_concurrent_writers(
     document, posting and statistic equals what the rows call for (SQLite: the FTS5 tables; the
     PostgreSQL run: native mode's documents, postings, frequencies and totals, all applied with
     their transactions, none left queued)."""
-    from django.db import connection
-
-    from memory.search import postgres
-    from memory.search.maintenance import search_index_check
-
     outcomes = writers.run(
         [
             (
