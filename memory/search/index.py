@@ -12,7 +12,7 @@ import math
 import threading
 from abc import ABC, abstractmethod
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -41,6 +41,20 @@ PROJECTION_SHORTLIST = 500
 
 def epoch(moment: datetime | None, default: float = NO_TIME) -> float:
     return moment.timestamp() if moment is not None else default
+
+
+_blas = None
+
+
+def blas_one_thread():
+    """One BLAS thread on the query path: on a small shared box two threads per query spike
+    latency under load. The controller is built once; building it scans loaded libraries."""
+    global _blas
+    if _blas is None:
+        from threadpoolctl import ThreadpoolController
+
+        _blas = ThreadpoolController()
+    return _blas.limit(limits=1, user_api="blas")
 
 
 class _Columns:
@@ -86,7 +100,9 @@ class Postings:
     """term → rows and (fractional) term frequencies, appended as rows are added."""
 
     def __init__(self) -> None:
-        self._lists: dict[str, tuple[list[int], list[float]]] = defaultdict(lambda: ([], []))
+        self._lists: dict[str, tuple[Sequence[int], Sequence[float]]] = defaultdict(
+            lambda: ([], [])
+        )
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def add(self, row: int, bag: dict[str, float]) -> None:
@@ -94,6 +110,11 @@ class Postings:
             rows, tfs = self._lists[term]
             rows.append(row)
             tfs.append(tf)
+
+    def assign(self, term: str, rows: np.ndarray, tfs: np.ndarray) -> None:
+        """A term's whole posting list at once, as arrays (a per-query view's, which never grows)."""
+        self._lists[term] = (rows, tfs)
+        self._arrays[term] = (rows, tfs)
 
     def get(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         listed = self._lists.get(term)
@@ -398,12 +419,26 @@ MEMORY_COLUMNS = {
 }
 
 
+# Importance is 1–5; dividing puts it on a narrative weight's 0–1 scale.
+IMPORTANCE_LEVELS = 5
+
+
 def memory_weight(*, weight: float | None, importance: int, intensity: float | None) -> float:
     """Narratives carry a computed weight, raised by how strongly they were felt; other kinds use
     their importance on the same 0–1 scale."""
     if weight is None:
-        return importance / 5
+        return importance / IMPORTANCE_LEVELS
     return salience(weight=weight, emotion_intensity=intensity or 0)
+
+
+def memory_weights(
+    *, weight: np.ndarray, importance: np.ndarray, intensity: np.ndarray
+) -> np.ndarray:
+    """memory_weight over whole columns, NaN standing for a missing weight or intensity: a
+    per-query view fills hundreds of rows at once, and a Python call per row was a millisecond of
+    every PostgreSQL search."""
+    felt = salience(weight=weight, emotion_intensity=np.nan_to_num(intensity))
+    return np.where(np.isnan(weight), importance / IMPORTANCE_LEVELS, felt)
 
 
 def memory_values(row: tuple) -> dict:

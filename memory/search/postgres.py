@@ -75,7 +75,8 @@ from memory.search.index import (
     TurnIndex,
     _Columns,
     _one_edit_apart,
-    memory_weight,
+    blas_one_thread,
+    memory_weights,
     turn_documents,
 )
 from memory.search.intent import QUESTION_END
@@ -1233,17 +1234,16 @@ def _matrix_candidates(
         rows = _matrix_rows(index, scope_ids)
         if not len(rows):
             return {}
-        cosine, _ = index.cosines(vector)
+        with blas_one_thread():
+            cosine, _ = index.cosines(vector)
         cosine = cosine[rows]
         count = min(len(rows), settings.TIDELINE_SEARCH_POSTGRES_SEMANTIC_CANDIDATES)
         near = rows[np.argpartition(-cosine, count - 1)[:count]]
         far = rows[np.argpartition(cosine, min(len(rows), FARTHEST) - 1)[:FARTHEST]]
         chosen = np.union1d(near, far)
-        exact = index.exact_cosines(vector, chosen)
-        return {
-            int(index.table["id"][row]): float(value)
-            for row, value in zip(chosen, exact, strict=True)
-        }
+        with blas_one_thread():
+            exact = index.exact_cosines(vector, chosen)
+        return dict(zip(index.table["id"][chosen].tolist(), exact.tolist(), strict=True))
 
 
 def _matrix_cosines(
@@ -1255,11 +1255,9 @@ def _matrix_cosines(
         rows = np.asarray([row for row in rows if index.table["has_vector"][row]], dtype=np.int64)
         if not len(rows):
             return {}
-        exact = index.exact_cosines(vector, rows)
-        return {
-            int(index.table["id"][row]): float(value)
-            for row, value in zip(rows, exact, strict=True)
-        }
+        with blas_one_thread():
+            exact = index.exact_cosines(vector, rows)
+        return dict(zip(index.table["id"][rows].tolist(), exact.tolist(), strict=True))
 
 
 class _View:
@@ -1319,20 +1317,23 @@ class _View:
         table.data["length"][:size] = [row[2] for row in rows]
         for column, values in self._columns(rows).items():
             table.data[column][:size] = values
-        self.row_of = {int(pk): row for row, pk in enumerate(ids.tolist())}
-        for position, term in enumerate(lookup):
-            hit = [
-                (row, tfs[position])
-                for row, (_, _, _, tfs, *_) in enumerate(rows)
-                if tfs[position] is not None
-            ]
-            if hit:
-                self.postings._lists[term] = ([row for row, _ in hit], [tf for _, tf in hit])
-        if self.documents_hold_neighbours:
+        self.row_of = dict(zip(ids.tolist(), range(size), strict=True))
+        if lookup:
+            # One row per candidate, one column per looked-up term; NaN where the term is absent.
+            frequencies = np.array([row[3] for row in rows], dtype=np.float64).reshape(
+                size, len(lookup)
+            )
+            for position, term in enumerate(lookup):
+                column = frequencies[:, position]
+                held = np.flatnonzero(~np.isnan(column))
+                if len(held):
+                    self.postings.assign(term, held, column[held].astype(np.float32))
+        if self.documents_hold_neighbours and literal_terms:
+            owned = np.array([row[4] for row in rows], dtype=bool).reshape(size, len(literal_terms))
             for position, term in enumerate(literal_terms):
-                held = [row for row, values in enumerate(rows) if values[4][position]]
-                if held:
-                    self.own_postings._lists[term] = (held, [1.0] * len(held))
+                held = np.flatnonzero(owned[:, position])
+                if len(held):
+                    self.own_postings.assign(term, held, np.ones(len(held), dtype=np.float32))
         stored = [row[5] for row in rows]
         if not cosines:
             cosines = {
@@ -1413,10 +1414,11 @@ class MemoryView(_View, MemoryIndex):
             "valid_to": _epochs(valid_to, NO_TIME),
             "recorded_at": _epochs(recorded_at, 0.0),
             "pinned": list(pinned),
-            "weight": [
-                memory_weight(weight=stored, importance=level, intensity=felt)
-                for stored, level, felt in zip(weight, importance, intensity, strict=True)
-            ],
+            "weight": memory_weights(
+                weight=np.array(weight, dtype=np.float64),
+                importance=np.array(importance, dtype=np.float64),
+                intensity=np.array(intensity, dtype=np.float64),
+            ),
             "secret": list(secret),
         }
 

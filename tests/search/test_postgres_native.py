@@ -163,9 +163,17 @@ def test_it_ranks_narrowed_candidates_as_the_in_process_index_does(
     project_scope,
     other_project_scope,
     write_narrative,
+    write_fact,
     django_capture_on_commit_callbacks,
 ):
     _corpus(project_scope, write_narrative, django_capture_on_commit_callbacks)
+    # Rows whose weight the search prior reads three ways: a fact's importance, a felt
+    # narrative's salience, a narrative scored on every dimension.
+    write_fact(project_scope, "archive_database", "PostgreSQL for the archive", importance=5)
+    write_narrative(project_scope, "The whale songs kept the user awake", emotion_intensity=9.0)
+    write_narrative(
+        project_scope, "Rate limits of the archive API", importance=1, emotional=5, unresolved=4
+    )
     write_narrative(other_project_scope, "whale songs and the archive database, elsewhere")
     scope_ids = [project_scope.pk, other_project_scope.pk]
     settings.TIDELINE_SEARCH_POSTGRES = "process"
