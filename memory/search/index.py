@@ -43,20 +43,6 @@ def epoch(moment: datetime | None, default: float = NO_TIME) -> float:
     return moment.timestamp() if moment is not None else default
 
 
-_blas = None
-
-
-def blas_one_thread():
-    """One BLAS thread on the query path: on a small shared box two threads per query spike
-    latency under load. The controller is built once; building it scans loaded libraries."""
-    global _blas
-    if _blas is None:
-        from threadpoolctl import ThreadpoolController
-
-        _blas = ThreadpoolController()
-    return _blas.limit(limits=1, user_api="blas")
-
-
 class _Columns:
     """Growable numpy columns sharing one row numbering."""
 

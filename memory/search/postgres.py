@@ -75,7 +75,6 @@ from memory.search.index import (
     TurnIndex,
     _Columns,
     _one_edit_apart,
-    blas_one_thread,
     memory_weights,
     turn_documents,
 )
@@ -1234,15 +1233,13 @@ def _matrix_candidates(
         rows = _matrix_rows(index, scope_ids)
         if not len(rows):
             return {}
-        with blas_one_thread():
-            cosine, _ = index.cosines(vector)
+        cosine, _ = index.cosines(vector)
         cosine = cosine[rows]
         count = min(len(rows), settings.TIDELINE_SEARCH_POSTGRES_SEMANTIC_CANDIDATES)
         near = rows[np.argpartition(-cosine, count - 1)[:count]]
         far = rows[np.argpartition(cosine, min(len(rows), FARTHEST) - 1)[:FARTHEST]]
         chosen = np.union1d(near, far)
-        with blas_one_thread():
-            exact = index.exact_cosines(vector, chosen)
+        exact = index.exact_cosines(vector, chosen)
         return dict(zip(index.table["id"][chosen].tolist(), exact.tolist(), strict=True))
 
 
@@ -1255,8 +1252,7 @@ def _matrix_cosines(
         rows = np.asarray([row for row in rows if index.table["has_vector"][row]], dtype=np.int64)
         if not len(rows):
             return {}
-        with blas_one_thread():
-            exact = index.exact_cosines(vector, rows)
+        exact = index.exact_cosines(vector, rows)
         return dict(zip(index.table["id"][rows].tolist(), exact.tolist(), strict=True))
 
 

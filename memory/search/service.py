@@ -55,7 +55,6 @@ from memory.search.index import (
     MemoryIndex,
     SearchIndex,
     TurnIndex,
-    blas_one_thread,
 )
 from memory.search.intent import asks_about_choice
 from memory.search.text import query_literals, text_terms
@@ -100,6 +99,18 @@ class TurnHit:
 
 _indexes: dict[str, SearchIndex] = {}
 _indexes_lock = threading.Lock()
+_blas = None
+
+
+def _blas_one_thread():
+    """One BLAS thread on the query path: on a small shared box two threads per query spike
+    latency under load. The controller is built once; building it scans loaded libraries."""
+    global _blas
+    if _blas is None:
+        from threadpoolctl import ThreadpoolController
+
+        _blas = ThreadpoolController()
+    return _blas.limit(limits=1, user_api="blas")
 
 
 def _among(column: np.ndarray, values) -> np.ndarray:
@@ -360,7 +371,7 @@ def _rank(
     vector = vector if semantic else None
     has_vector = index.table["has_vector"]
     if vector is not None and (eligible & has_vector).any():
-        with blas_one_thread():
+        with _blas_one_thread():
             cosine, approximate = index.cosines(vector)
         cosine = np.where(has_vector, cosine, np.float32(-1.0))
     if min_cosine is not None:
@@ -436,7 +447,7 @@ def _rank(
     if approximate:
         # The projected scan picks the shortlist; exact cosines then decide inside it.
         pool = _best_rows(rows, fused(rows), PROJECTION_SHORTLIST)
-        with blas_one_thread():
+        with _blas_one_thread():
             cosine[pool] = index.exact_cosines(vector, pool)
     batch = limit
     while True:

@@ -33,10 +33,10 @@ import numpy as np
 from django.conf import settings
 
 from memory.models import ContextTurn, Session
-from memory.search.index import blas_one_thread
 from memory.search.service import (
     TurnHit,
     _among,
+    _blas_one_thread,
     _check_common,
     _scope_labels,
     turns_open,
@@ -105,7 +105,7 @@ def session_search(
         mean_cosine = np.zeros(count, dtype=np.float64)
         has_vector = table["has_vector"][rows]
         if vector is not None and has_vector.any():
-            with blas_one_thread():
+            with _blas_one_thread():
                 cosine = index.cosines(vector)[0][rows].astype(np.float64)
             sums = np.bincount(slot_of_row[has_vector], cosine[has_vector], minlength=count)
             counts = np.bincount(slot_of_row[has_vector], minlength=count)
