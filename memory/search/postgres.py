@@ -536,12 +536,38 @@ def _documents(
     return documents
 
 
+def _document_current(stored: tuple, document: tuple | None, *, vector: bool) -> bool:
+    """Whether a stored document row (id, scope, length, bag, own, model, dim, embedding text) is
+    what `_apply` would write now for `document` (see `_documents`). The scope decides which
+    searches see the row, the length its BM25 normalisation and the model, dimension and vector
+    its pgvector candidates, so each is compared, not only the terms."""
+    if document is None:
+        return False
+    _, scope_id, length, bag, own, model, dim, embedding = stored
+    bag = json.loads(bag) if isinstance(bag, str) else bag
+    scope, terms, own_terms, blob, model_id = document
+    expected_text, expected_dim = _vector_text(blob, model_id) if vector else (None, None)
+    if (scope_id, bag, own) != (scope, dict(terms), own_terms):
+        return False
+    if abs(length - float(np.float32(sum(terms.values())))) > 1e-6 * max(1.0, length):
+        return False
+    if (model, dim) != ((model_id, expected_dim) if expected_text else (None, None)):
+        return False
+    if not expected_text:
+        return embedding is None
+    return embedding is not None and np.array_equal(
+        np.asarray(json.loads(embedding), dtype=np.float32),
+        np.frombuffer(bytes(blob), dtype=np.float32),
+    )
+
+
 def native_drift(kind: str) -> tuple[list[int], list[int], list[int]]:
     """(missing, orphaned, stale) stored documents of `kind`: rows with no document, documents (or
     term postings) with no row, and documents whose terms differ from what the current code and
     settings compute (an upgrade that changed the terms, or a change to
     TIDELINE_SEARCH_TURN_NEIGHBOURS, _NEIGHBOUR_WEIGHT or _DATE_WEIGHT, which are read when a
-    document is written) or whose postings differ from their term bag."""
+    document is written, or a row whose scope or vector changed while its document did not) or
+    whose postings differ from their term bag."""
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT id FROM {SOURCE_TABLES[kind]}")
         source = {row[0] for row in cursor.fetchall()}
@@ -563,18 +589,22 @@ def native_drift(kind: str) -> tuple[list[int], list[int], list[int]]:
     stored -= queued
     stale = list(misposted & source & stored)
     present = sorted(source & stored)
+    vector = capabilities()["vector"]
+    embedding = "embedding::text" if vector else "NULL"
     for start in range(0, len(present), APPLY_CHUNK):
         chunk = present[start : start + APPLY_CHUNK]
         documents = _documents(kind, chunk, set())
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT id, bag, own FROM {DOC_TABLES[kind]} WHERE id = ANY(%s)", [chunk]
+                f"SELECT id, scope_id, length, bag, own, model, dim, {embedding} "
+                f"FROM {DOC_TABLES[kind]} WHERE id = ANY(%s)",
+                [chunk],
             )
-            for pk, bag, own in cursor.fetchall():
-                bag = json.loads(bag) if isinstance(bag, str) else bag
-                document = documents.get(pk)
-                if document is None or dict(document[1]) != bag or document[2] != own:
-                    stale.append(pk)
+            stale += [
+                row[0]
+                for row in cursor.fetchall()
+                if not _document_current(row, documents.get(row[0]), vector=vector)
+            ]
     return (
         sorted(source - stored),
         sorted((stored - source) | (misposted - source)),

@@ -188,6 +188,44 @@ def test_it_detects_and_recounts_bm25_statistics_that_drifted_from_the_documents
     assert "BM25 statistics 0 off" in report.getvalue()
 
 
+def test_it_finds_documents_whose_scope_length_or_model_no_longer_match_their_rows(
+    project_scope, other_project_scope, write_narrative, django_capture_on_commit_callbacks
+):
+    """The terms can be right while what decides who sees a row (its scope), its BM25
+    normalisation (its length) or its vector (model and dimension) is not."""
+    from memory.search import postgres
+
+    dropped, turns = _native_documents(
+        project_scope, write_narrative, django_capture_on_commit_callbacks
+    )
+    documents = {kind: _stored(kind) for kind in postgres.DOC_TABLES}
+    kept = next(pk for pk in documents["memory"] if pk != dropped.pk)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {postgres.DOC_TABLES['memory']} SET scope_id = %s WHERE id = %s",
+            [other_project_scope.pk, dropped.pk],
+        )
+        cursor.execute(
+            f"UPDATE {postgres.DOC_TABLES['memory']} SET model = 'another-model', dim = 3 "
+            "WHERE id = %s",
+            [kept],
+        )
+        cursor.execute(
+            f"UPDATE {postgres.DOC_TABLES['turn']} SET length = length + 1 WHERE id = %s",
+            [turns[2].pk],
+        )
+    report = StringIO()
+    call_command("reindex", "--check", stdout=report)
+    assert "memory  drift found: 0 missing, 0 orphaned, 2 stale" in report.getvalue()
+    assert "turn    drift found: 0 missing, 0 orphaned, 1 stale" in report.getvalue()
+
+    call_command("reindex", stdout=StringIO())
+    assert {kind: _stored(kind) for kind in postgres.DOC_TABLES} == documents
+    report = StringIO()
+    call_command("reindex", "--check", stdout=report)
+    assert "memory  clean" in report.getvalue() and "turn    clean" in report.getvalue()
+
+
 def test_it_finds_turn_documents_stale_when_a_document_setting_changes(
     project_scope, write_narrative, django_capture_on_commit_callbacks, settings
 ):
