@@ -19,6 +19,8 @@ questions. Each argument is one variant (JSON); `{}` is the default ranking and 
   `{"kind": "centroid", "gamma", "top"}`: add `gamma` × the min-max cosine between the query and
   the session's mean turn vector (or `gamma` to the `top` sessions by that cosine).
 - `pairs`: `{"gamma", "count", "depth"}`, a bonus for turns sharing an adjacent query term pair.
+- `diverse`: `{"delta", "span", "depth", "per", "neighbour_only"}`, the best `depth` turns re-ranked
+  so a turn near one already placed (same session, within `span` turns) loses `delta`.
 - `turn_semantic_weight`: the USE calibration row's semantic share for turns, for this variant.
 - any `TIDELINE_*` setting, applied while the turn index is built and searched.
 
@@ -293,6 +295,53 @@ def pair_rank(spec: dict):
     return rank
 
 
+def diverse_rank(spec: dict):
+    """A `_rank` that re-ranks the best `depth` (50) turns greedily, lowering a turn by `delta`
+    when a turn already placed above it is within `span` (2) turns of it in the same session
+    (`per`: once per such turn); with `neighbour_only`, only when the turn's own text holds none
+    of the query's terms (its match came through the neighbours' words)."""
+    delta, depth, span = spec["delta"], spec.get("depth", 50), spec.get("span", 2)
+
+    def rank(**options):
+        ranked = ORIGINAL_RANK(**{**options, "limit": max(options["limit"], depth)})
+        index, limit = options["index"], options["limit"]
+        table = index.table
+        if "session" not in table.data or len(ranked) < 2:
+            return ranked[:limit]
+        rows = np.array([row for row, *_ in ranked])
+        sessions = table["session"][rows]
+        ids = table["id"][rows].astype(np.int64)
+        own_hit = np.zeros(len(rows), dtype=bool)
+        for term in dict.fromkeys(options["terms"]):
+            posting = index.own_postings.get(term)
+            if posting is not None:
+                own_hit |= np.isin(rows, posting[0])
+        pending = list(range(len(ranked)))
+        placed: list[int] = []
+        result = []
+        while pending and len(result) < limit:
+            best, best_score = None, None
+            for at in pending:
+                near = [
+                    p
+                    for p in placed
+                    if sessions[p] == sessions[at] and abs(ids[p] - ids[at]) <= span
+                ]
+                penalty = 0.0
+                if near and not (spec.get("neighbour_only") and own_hit[at]):
+                    penalty = delta * (len(near) if spec.get("per") else 1)
+                score = ranked[at][1] - penalty
+                if best_score is None or score > best_score:
+                    best, best_score = at, score
+            pending.remove(best)
+            placed.append(best)
+            row, _, bm25, cosine, why = ranked[best]
+            result.append((row, best_score, bm25, cosine, why))
+        return result
+
+    return rank
+
+
 def variant_install(variant: dict) -> None:
     """Build the turn index (settings already applied) and change it as `variant` says."""
     function_patch(variant.get("patch_fn"))
@@ -314,6 +363,8 @@ def variant_install(variant: dict) -> None:
         if "question" in variant
         else pair_rank(variant["pairs"])
         if "pairs" in variant
+        else diverse_rank(variant["diverse"])
+        if "diverse" in variant
         else ORIGINAL_RANK
     )
     index = service.search_index("turn")
