@@ -319,6 +319,11 @@ TIDELINE_SEARCH_PRIOR_SPEAKER = env_float(
 TIDELINE_SEARCH_PRIOR_QUESTION = env_float(
     "TIDELINE_SEARCH_PRIOR_QUESTION", 0.1, minimum=0.0, maximum=1.0
 )
+# Subtracted in session_search from a session when a newer one among the query's best is on the
+# same topic (memory/search/sessions.py): the newer holds where the work got to.
+TIDELINE_SEARCH_PRIOR_SUPERSEDED = env_float(
+    "TIDELINE_SEARCH_PRIOR_SUPERSEDED", 0.04, minimum=0.0, maximum=1.0
+)
 # A turn is searched as a small window of conversation: its neighbours (this many turns either
 # side, same session) count at NEIGHBOUR_WEIGHT per term, the month and year it happened at
 # DATE_WEIGHT; its vector embeds the turn with EMBED_WINDOW turns either side.

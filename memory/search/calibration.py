@@ -28,6 +28,13 @@ How the USE row was derived (scripts and figures in the recall report of issue 1
   on LoCoMo conversations 0–4 and RealMem's first four personas, confirmed on the other halves
   (session R@5 against turn hits collapsed to sessions: LoCoMo 0.892 vs 0.896 held-out, RealMem
   0.637 vs 0.627 held-out); the table and script are in tools/recall/README.md.
+- `session_supersede_cosine` 0.7 (memory/search/sessions.py): two sessions whose mean turn vectors
+  reach it are on one topic, and the older loses TIDELINE_SEARCH_PRIOR_SUPERSEDED. Across every
+  pair of one RealMem persona's sessions, under USE: sessions of one thread (the same piece of
+  work) median 0.56, 15% at 0.7 or more; of different threads median 0.40, 0.7% at 0.7 or more;
+  with an unrelated session median 0.22, none. Chosen on RealMem's first four personas (0.65 /
+  0.7 / 0.75: session R@5 0.625 / 0.624 / 0.622 at a 0.05 penalty, 0.625 at 0.7 and 0.04),
+  confirmed on the other six and on LoCoMo (tools/recall/README.md).
 - A penalty for turns ending in a question, measured for every question (LoCoMo R@5 +1.1, RealMem
   −0.4), is taken only for a question that names a speaker (memory/search/turn_priors.py).
 - Measured and not taken (LoCoMo tune half vs RealMem, see the issue-14 report): a
@@ -53,6 +60,9 @@ class Calibration:
     lexical_floor_share: float
     session_semantic_weight: float
     session_turn_share: float
+    # Mean turn vectors at least this similar make two sessions the same topic (None: the model
+    # is not measured, and no session is held superseded).
+    session_supersede_cosine: float | None
 
 
 CALIBRATIONS = {
@@ -65,6 +75,7 @@ CALIBRATIONS = {
         lexical_floor_share=0.5,
         session_semantic_weight=0.5,
         session_turn_share=0.3,
+        session_supersede_cosine=0.7,
     ),
 }
 
@@ -83,4 +94,5 @@ def calibration_get(model_id: str | None) -> Calibration:
         lexical_floor_share=0.0,
         session_semantic_weight=settings.TIDELINE_SEARCH_SEMANTIC_WEIGHT,
         session_turn_share=0.3,
+        session_supersede_cosine=None,
     )

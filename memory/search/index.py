@@ -215,6 +215,12 @@ class SearchIndex(ABC):
                 return {pk: (tokens or "").split() for pk, tokens in cursor.fetchall()}
         return {pk: text_terms(texts.get(pk, "")) for pk in ids}
 
+    def row_vectors(self, rows: np.ndarray) -> np.ndarray:
+        """The vectors of `rows`, zeros where a row has none in this index's model."""
+        vectors = self.table.vectors[rows].copy()
+        vectors[~self.table["has_vector"][rows]] = 0.0
+        return vectors
+
     def _kill(self, pk: int) -> None:
         row = self.row_of.pop(pk, None)
         if row is not None and self.table["alive"][row]:

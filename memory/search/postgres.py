@@ -1378,6 +1378,20 @@ class _View:
     def refresh(self) -> None:
         return
 
+    def row_vectors(self, rows: np.ndarray) -> np.ndarray:
+        # A view holds no vectors: the few a caller asks for are read from their rows.
+        ids = self.table["id"][rows].tolist()
+        stored = self.model.objects.filter(pk__in=ids).values_list(
+            "pk", "embedding", "embedding_model"
+        )
+        blobs = {pk: self._vector(blob, model) for pk, blob, model in stored}
+        vectors = np.zeros((len(ids), self.dim), dtype=np.float32)
+        for position, pk in enumerate(ids):
+            vector = blobs.get(pk)
+            if vector is not None:
+                vectors[position] = vector
+        return vectors
+
     def narrow(self, *, query, scope_ids, vector):
         return self
 

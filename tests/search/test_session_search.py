@@ -109,7 +109,10 @@ def test_it_lists_sessions_in_score_order_with_why_matching_the_score(
     for hit in hits:
         assert hit.why["score"] == round(hit.score, 4)
         assert hit.why["score"] == pytest.approx(
-            hit.why["lexical_share"] + hit.why["semantic_share"] + hit.why["best_turn_share"],
+            hit.why["lexical_share"]
+            + hit.why["semantic_share"]
+            + hit.why["best_turn_share"]
+            + hit.why["superseded_share"],
             abs=3e-4,
         )
 
@@ -169,6 +172,58 @@ def test_it_counts_only_turns_inside_the_time_bounds(
     assert found() == {january.pk, march.pk}
     assert found(since=february) == {march.pk}
     assert found(until=february) == {january.pk}
+
+
+TRIP_EARLIER = [
+    ("user", "Let's plan the packing for our Lisbon trip in May."),
+    ("assistant", "Packing list for Lisbon: passports, phone chargers, sunscreen, walking shoes."),
+    ("user", "Add the travel adapter and the rain jackets to the Lisbon packing list."),
+    ("assistant", "Added: travel adapter, rain jackets. The Lisbon packing list still grows."),
+]
+TRIP_LATER = [
+    ("user", "Back to the Lisbon trip packing: passports, chargers and the travel adapter are in."),
+    ("assistant", "Good. Left on the packing list: sunscreen, walking shoes, the rain jackets."),
+    ("user", "Walking shoes and sunscreen are packed too."),
+    ("assistant", "Then only the rain jackets are left to pack for Lisbon."),
+]
+TRIP_QUESTION = (
+    "What is still left on the Lisbon packing list, the travel adapter and rain jackets?"
+)
+
+
+@pytest.mark.parametrize("exact_rows", [2000, 0])
+def test_it_ranks_a_newer_session_on_the_same_topic_above_the_older_one(
+    project_scope, other_project_scope, django_capture_on_commit_callbacks, settings, exact_rows
+):
+    settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
+    callbacks = django_capture_on_commit_callbacks
+    earlier = record(project_scope, "earlier", TRIP_EARLIER, WHEN, callbacks)
+    later = record(project_scope, "later", TRIP_LATER, datetime(2024, 3, 14, tzinfo=UTC), callbacks)
+    elsewhere = record(
+        other_project_scope, "elsewhere", TRIP_LATER, datetime(2024, 3, 20, tzinfo=UTC), callbacks
+    )
+    aside = record(project_scope, "aside", [("user", text) for text in FILLER], WHEN, callbacks)
+    scope = [project_scope.pk]
+
+    settings.TIDELINE_SEARCH_PRIOR_SUPERSEDED = 0.0
+    plain = session_search(query=TRIP_QUESTION, scope_ids=scope, limit=5)
+    # The earlier session names more of the question's words...
+    assert [hit.session.pk for hit in plain[:2]] == [earlier.pk, later.pk]
+    # ...but the later one on the same topic holds where the packing got to: a penalty larger
+    # than the gap between them puts it first.
+    penalty = round(plain[0].score - plain[1].score + 0.01, 3)
+    settings.TIDELINE_SEARCH_PRIOR_SUPERSEDED = penalty
+    hits = session_search(query=TRIP_QUESTION, scope_ids=scope, limit=5)
+    assert [hit.session.pk for hit in hits[:2]] == [later.pk, earlier.pk]
+    older = hits[1].why
+    assert older["superseded_by"] == later.pk
+    assert older["superseded_share"] == -penalty
+    assert older["score"] == pytest.approx(plain[0].why["score"] - penalty, abs=2e-4)
+    # Nothing newer on its topic among what this caller may see; another project's copy of the
+    # later session, newer still, is never compared.
+    assert hits[0].why["superseded_by"] is None
+    assert elsewhere.pk not in {hit.why["superseded_by"] for hit in hits}
+    assert all(hit.why["superseded_by"] is None for hit in hits if hit.session.pk == aside.pk)
 
 
 @pytest.mark.parametrize(

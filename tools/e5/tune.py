@@ -24,9 +24,11 @@ calibration.CALIBRATIONS[model_id] = calibration.Calibration(
     semantic_floor=noise,
     turn_floor=0.0,
     semantic_weight=w,
+    turn_semantic_weight=w,
     lexical_floor_share=0.5,
     session_semantic_weight=w,
     session_turn_share=0.3,
+    session_supersede_cosine=None,
 )
 print("tune", model_id, calibration.CALIBRATIONS[model_id], flush=True)
 call_command("bench", *args)
