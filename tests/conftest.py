@@ -2,6 +2,7 @@ import os
 from urllib.parse import quote
 
 import pytest
+from celery._state import _set_task_join_will_block
 from django.db import connection
 from django.db.backends.base.operations import BaseDatabaseOperations
 
@@ -41,6 +42,15 @@ def pytest_configure(config: pytest.Config) -> None:
         return flushed
 
     BaseDatabaseOperations.execute_sql_flush = execute_sql_flush
+
+
+@pytest.fixture(autouse=True)
+def celery_join_flag_cleared() -> None:
+    """Celery's eager apply marks "inside a task" in a process-wide flag and restores it on the way
+    out, so two threads applying at once (a live server's concurrent requests) can leave it set:
+    a later test's `.delay().get()` would then fail with "Never call result.get() within a task".
+    Which test ran before must not decide that, so each test starts with the flag clear."""
+    _set_task_join_will_block(False)
 
 
 def service_required(name: str, reason: str) -> None:
