@@ -21,6 +21,8 @@ questions. Each argument is one variant (JSON); `{}` is the default ranking and 
 - `pairs`: `{"gamma", "count", "depth"}`, a bonus for turns sharing an adjacent query term pair.
 - `diverse`: `{"delta", "span", "depth", "per", "neighbour_only"}`, the best `depth` turns re-ranked
   so a turn near one already placed (same session, within `span` turns) loses `delta`.
+- `nameless`: the query vector is the embedding of the query with the store's speaker names (and
+  their possessives) replaced by this string ("" drops them, "they" keeps the grammar).
 - `turn_semantic_weight`: the USE calibration row's semantic share for turns, for this variant.
 - any `TIDELINE_*` setting, applied while the turn index is built and searched.
 
@@ -342,9 +344,42 @@ def diverse_rank(spec: dict):
     return rank
 
 
+ORIGINAL_QUERY_VECTOR = service._query_vector
+
+
+def nameless_query_vector(replacement: str):
+    """`_query_vector` embedding the query with every speaker name of the store (and its
+    possessive) replaced by `replacement`: every turn window holds "Name: …" lines, so a name in
+    the question pulls the query vector toward all windows alike."""
+    import re
+
+    names = sorted(
+        {
+            part
+            for speaker in ContextTurn.objects.values_list("speaker", flat=True).distinct()
+            for part in (speaker or "").split()
+            if len(part) > 1
+        },
+        key=len,
+        reverse=True,
+    )
+    pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, names)) + r")(?:'s|’s)?\b")
+
+    def query_vector(query: str, index):
+        stripped = re.sub(r"\s+", " ", pattern.sub(replacement, query)).strip()
+        return ORIGINAL_QUERY_VECTOR(stripped or query, index)
+
+    return query_vector
+
+
 def variant_install(variant: dict) -> None:
     """Build the turn index (settings already applied) and change it as `variant` says."""
     function_patch(variant.get("patch_fn"))
+    service._query_vector = (
+        nameless_query_vector(variant["nameless"])
+        if "nameless" in variant
+        else ORIGINAL_QUERY_VECTOR
+    )
     service._indexes.clear()
     weight = variant.get("turn_semantic_weight")
     calibration_module.CALIBRATIONS[MODEL] = (
