@@ -615,8 +615,14 @@ def _session_span_documents(
     terms = terms_for([row[0] for row in rows], {row[0]: f"{row[4]} {row[5]}" for row in rows})
     neighbour_weight = settings.TIDELINE_SEARCH_NEIGHBOUR_WEIGHT
     date_weight = settings.TIDELINE_SEARCH_DATE_WEIGHT
+    # A neighbour lends its words, not its speaker's name: with the name, in a two-person chat
+    # every turn would hold both names, and a question naming one speaker would match the other's
+    # turns through whoever spoke next to them (LoCoMo R@10 tune half 83.3 -> 84.1).
+    lent: dict[int, Counter] = {}
     for row in rows:
-        speakers.update(text_terms(row[4] or ""))
+        name = text_terms(row[4] or "")
+        speakers.update(name)
+        lent[row[0]] = Counter(terms.get(row[0], [])) - Counter(name)
     documents = []
     for position, row in enumerate(rows):
         pk, scope_id, seq, occurred_at, speaker, content, blob, model_id = row
@@ -628,8 +634,8 @@ def _session_span_documents(
             for other in rows[max(0, position - window) : position + window + 1]:
                 if other[0] == pk or abs(other[2] - seq) > window:
                     continue
-                for term in terms.get(other[0], []):
-                    bag[term] = bag.get(term, 0.0) + neighbour_weight
+                for term, count in lent[other[0]].items():
+                    bag[term] = bag.get(term, 0.0) + neighbour_weight * count
         if date_weight:
             for term in date_terms(occurred_at):
                 bag[term] = bag.get(term, 0.0) + date_weight

@@ -153,7 +153,10 @@ def destress(project_scope, django_capture_on_commit_callbacks):
         "running",
         [
             ("Melanie", "I've been running farther to clear my head."),
-            ("Caroline", "Running farther after work to clear your head, Melanie? I love that."),
+            (
+                "Caroline",
+                "Running after work to clear your head, Melanie? After work I clear my head too.",
+            ),
             ("Melanie", "Thanks! Pottery helps me too."),
         ],
         datetime(2023, 7, 12, tzinfo=UTC),

@@ -3,6 +3,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memory.search import memory_search, turn_search
+from memory.search.text import text_terms
 from memory.services.timeline import TurnInput, session_start, turns_record
 
 
@@ -97,6 +98,34 @@ def test_it_filters_turns_by_time_session_and_scope(
     assert found(until=datetime(2024, 2, 1, tzinfo=UTC)) == {first[0].pk}
     assert found(session_ids=[first[0].session_id]) == {first[0].pk}
     assert turn_search(query="harbour api", scope_ids=[]) == []
+
+
+@pytest.mark.parametrize("exact_rows", [2000, 0])
+def test_it_lends_a_turn_its_neighbours_words_but_not_their_speakers_names(
+    project_scope, settings, django_capture_on_commit_callbacks, exact_rows
+):
+    # exact_rows 0 sends PostgreSQL through its candidate view (the stored term bags).
+    settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
+    session = session_start(runtime="test", external_id="chat", scope_id=project_scope.pk)
+    with django_capture_on_commit_callbacks(execute=True):
+        turns = turns_record(
+            session_id=session.pk,
+            turns=[
+                TurnInput(role="user", speaker="Caroline", content="I signed up for pottery."),
+                TurnInput(role="assistant", speaker="Melanie", content="When does it start?"),
+                TurnInput(role="user", speaker="Caroline", content="Next Monday, at six."),
+            ],
+        )
+    hits = {
+        hit.turn.pk: hit
+        for hit in turn_search(query="Caroline pottery", scope_ids=[project_scope.pk])
+    }
+    (caroline,) = text_terms("Caroline")
+    (pottery,) = text_terms("pottery")
+    # Melanie's reply borrows "pottery" from the turn before it, and not Caroline's name.
+    assert hits[turns[1].pk].why["matched_terms"] == [pottery]
+    assert sorted(hits[turns[2].pk].why["matched_terms"]) == sorted([caroline, pottery])
+    assert hits[turns[0].pk].lexical > hits[turns[2].pk].lexical > hits[turns[1].pk].lexical
 
 
 @pytest.mark.parametrize("exact_rows", [2000, 0])
