@@ -6,7 +6,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from memory.bench.realmem import persona_queries
+from memory.bench.realmem import bm25_sessions_ranked, persona_queries
 from memory.models import ContextTurn, Scope
 
 
@@ -89,6 +89,24 @@ def test_it_keeps_only_queries_whose_gold_is_earlier(realmem_dir):
     ]
 
 
+def test_it_ranks_the_earlier_sessions_by_plain_bm25_for_the_floor(realmem_dir):
+    dialogues = json.loads((realmem_dir / "Test_Person_dialogues_256k.json").read_text())[
+        "dialogues"
+    ]
+    dialogues.append(
+        session("ddd", 4, [user("Which fitness sessions did I skip?", is_query="True")])
+    )
+    dialogues.append(session("eee", 5, [assistant("Answer.", gold="['aaa', 'ddd']")]))
+    queries = [(3, "Dynamic Updating", "Which fitness sessions did I skip?", ["aaa"])]
+    queries.append((2, "Implicit Preference", "And what about the trip?", ["bbb"]))
+    ranked = bm25_sessions_ranked(dialogues, queries)
+    # Only sessions before the query's own; the fitness session has both of its rarer words.
+    assert ranked[0] == ["aaa", "ccc", "bbb"]
+    # No stop words: "and", "what" and "the" are all it can match, so the trip's session
+    # (which shares none of them) comes last, as plain BM25 puts it.
+    assert ranked[1] == ["aaa", "bbb"]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_it_runs_the_realmem_bench_end_to_end(realmem_dir):
     report = StringIO()
@@ -102,6 +120,11 @@ def test_it_runs_the_realmem_bench_end_to_end(realmem_dir):
     sessions = re.search(r"Tideline session_search\s+([\d. ]+)", text).group(1).split()
     assert float(sessions[0]) == 1.0
     assert "session_search p50" in text
+    # R@5, R@10, all@5, all@10, MRR: the trip's session is plain BM25's second (see above).
+    floor = re.search(r"plain BM25, sessions\s+([\d. ]+)", text).group(1).split()
+    assert [float(value) for value in floor] == [1.0, 1.0, 1.0, 1.0, 0.75]
+    # Two sessions fit in anyone's top 5, so no slice is above the floor at R@5.
+    assert "not above plain BM25 in: overall, Dynamic Updating, Implicit Preference" in text
     for category in ("Dynamic Updating", "Implicit Preference"):
         assert category in text
     assert "search" in text and "block" in text and "p50" in text
