@@ -6,7 +6,8 @@
         tools/recall/sessions.py realmem 0.5,0 0.5,0.3 0.65,0.3
 
 Each argument after the set is one variant, `w,β` (the calibration row's session_semantic_weight
-and session_turn_share). Printed: session recall of session_search against turn_search's hits
+and session_turn_share), or a tune.py variant (JSON), installed for turn_search and session_search
+alike; its `patch_fn` may edit `memory.search.sessions.session_search` itself. Printed: session recall of session_search against turn_search's hits
 collapsed to sessions, per half and per category, and session_search's p50.
 
 - `locomo` reuses tune.py's store (import it first with `tune.py '{}'`); gold = the sessions that
@@ -41,7 +42,7 @@ from memory.bench import locomo
 from memory.bench.realmem import CATEGORIES, persona_queries, session_day
 from memory.models import ContextTurn, Scope, ScopeKind, Session
 from memory.search import calibration, turn_search
-from memory.search.sessions import session_search
+from memory.search import sessions as sessions_module
 from memory.services.scopes import scope_ensure
 from memory.services.timeline import TurnInput, session_start, turns_record
 
@@ -172,7 +173,7 @@ def main(which: str, variants: list[str]) -> None:
                     hits = turn_search(**arguments, limit=50 if which == "locomo" else 200)
                     collapsed = list(dict.fromkeys(names[hit.turn.session_id] for hit in hits))
                 began = time.perf_counter()
-                hits = session_search(**arguments, limit=10)
+                hits = sessions_module.session_search(**arguments, limit=10)
                 latencies.append((time.perf_counter() - began) * 1000)
                 ranked.append(
                     (half, category, gold, collapsed, [names[hit.session.pk] for hit in hits])

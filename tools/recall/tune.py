@@ -18,6 +18,9 @@ questions. Each argument is one variant (JSON); `{}` is the default ranking and 
   fused scores, add `gamma` to every turn of the best `n` sessions, rank again.
   `{"kind": "centroid", "gamma", "top"}`: add `gamma` × the min-max cosine between the query and
   the session's mean turn vector (or `gamma` to the `top` sessions by that cosine).
+  `{"kind": "document", "gamma", "top"}`: add `gamma` × the session's BM25 as one document
+  (session_search's lexical part, scaled to the best session; or `gamma` to the `top` sessions by
+  it) on top of the turn priors.
 - `pairs`: `{"gamma", "count", "depth"}`, a bonus for turns sharing an adjacent query term pair.
 - `diverse`: `{"delta", "span", "depth", "per", "neighbour_only"}`, the best `depth` turns re-ranked
   so a turn near one already placed (same session, within `span` turns) loses `delta`.
@@ -88,6 +91,8 @@ def session_rank(spec: dict):
 
     def rank(**options):
         index = options["index"]
+        if kind == "document" and "session" in index.table.data:
+            return document_rank(options)
         if options["priors"] is not None or "session" not in index.table.data:
             return ORIGINAL_RANK(**options)
         sessions = index.table["session"]
@@ -120,6 +125,32 @@ def session_rank(spec: dict):
         best = sorted(strength, key=strength.get, reverse=True)[: spec.get("n", 3)]
         bonus = np.isin(sessions, np.asarray(best, dtype=np.int64)).astype(np.float32) * gamma
         return ORIGINAL_RANK(**{**options, "priors": lambda rows: bonus[rows]})
+
+    def document_rank(options):
+        # Each turn gains gamma x its session's BM25 as one document (session_search's lexical
+        # part, scaled to the best session), added to the turn priors already in place.
+        from memory.search.sessions import _session_bm25
+
+        index = options["index"]
+        rows = np.flatnonzero(options["eligible"])
+        if not len(rows) or not options["terms"]:
+            return ORIGINAL_RANK(**options)
+        codes, slot_of_row = np.unique(index.table["session"][rows], return_inverse=True)
+        slot = np.full(index.table.size, -1, dtype=np.int64)
+        slot[rows] = slot_of_row
+        lexical, _ = _session_bm25(index, options["terms"], rows, slot, len(codes))
+        strength = lexical / max(float(lexical.max()), 1e-9)
+        if spec.get("top"):
+            cut = np.sort(strength)[-spec["top"]] if len(strength) >= spec["top"] else 0.0
+            strength = (strength >= cut).astype(np.float64) * (strength > 0)
+        per_row = np.zeros(index.table.size, dtype=np.float32)
+        per_row[rows] = gamma * strength[slot_of_row]
+        earlier = options["priors"]
+
+        def priors(chosen):
+            return per_row[chosen] + (earlier(chosen) if earlier is not None else 0.0)
+
+        return ORIGINAL_RANK(**{**options, "priors": priors})
 
     return rank
 
