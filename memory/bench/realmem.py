@@ -17,6 +17,7 @@ import math
 import re
 import statistics
 import time
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -125,26 +126,32 @@ def bm25_sessions_ranked(
     turns' text as one document of lowercased \w+ tokens, no stemming or stop words, Lucene's idf.
     Computed here so every category has a floor; the README gives only the overall figure."""
     bags = [
-        _term_counts(" ".join(turn.get("content", "") for turn in session["dialogue_turns"]))
+        Counter(
+            _WORD.findall(
+                " ".join(turn.get("content", "") for turn in session["dialogue_turns"]).lower()
+            )
+        )
         for session in dialogues
     ]
     lengths = [sum(bag.values()) for bag in bags]
-    ranked = []
-    for position, _, text, _ in queries:
-        corpus = range(position)
-        frequency: dict[str, int] = {}
-        for n in corpus:
-            for term in bags[n]:
-                frequency[term] = frequency.get(term, 0) + 1
+    ranked: list[list[str]] = [[] for _ in queries]
+    # Document frequencies over the sessions before a query, grown as the queries move forward.
+    frequency: Counter = Counter()
+    counted = 0
+    for slot in sorted(range(len(queries)), key=lambda at: queries[at][0]):
+        position, _, text, _ = queries[slot]
+        for n in range(counted, position):
+            frequency.update(bags[n].keys())
+        counted = max(counted, position)
         mean_length = sum(lengths[:position]) / max(position, 1)
         # Each occurrence of a query word counts, as in the usual BM25 implementations.
         weights = [
             (term, math.log(1 + (position - frequency[term] + 0.5) / (frequency[term] + 0.5)))
             for term in _WORD.findall(text.lower())
-            if term in frequency
+            if frequency[term]
         ]
         scores = []
-        for n in corpus:
+        for n in range(position):
             norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths[n] / max(mean_length, 1e-9))
             score = sum(
                 idf * bags[n][term] * (BM25_K1 + 1) / (bags[n][term] + norm)
@@ -152,15 +159,8 @@ def bm25_sessions_ranked(
                 if term in bags[n]
             )
             scores.append((-score, n))
-        ranked.append([dialogues[n]["session_uuid"] for _, n in sorted(scores)])
+        ranked[slot] = [dialogues[n]["session_uuid"] for _, n in sorted(scores)]
     return ranked
-
-
-def _term_counts(text: str) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for term in _WORD.findall(text.lower()):
-        counts[term] = counts.get(term, 0) + 1
-    return counts
 
 
 def _import_session(scope_id: int, tag: str, session: dict, dia_of: dict) -> list[tuple]:
