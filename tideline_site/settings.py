@@ -319,6 +319,18 @@ TIDELINE_SEARCH_PRIOR_SPEAKER = env_float(
 TIDELINE_SEARCH_PRIOR_QUESTION = env_float(
     "TIDELINE_SEARCH_PRIOR_QUESTION", 0.1, minimum=0.0, maximum=1.0
 )
+# Query expansion for turn_search (memory/search/expansion.py): each word of a query of at most
+# MAX_TERMS terms brings its NEIGHBOURS nearest store words, whose BM25 (scaled to the best row)
+# is added times WEIGHT. 0 switches it off.
+TIDELINE_SEARCH_EXPANSION_WEIGHT = env_float(
+    "TIDELINE_SEARCH_EXPANSION_WEIGHT", 0.1, minimum=0.0, maximum=1.0
+)
+TIDELINE_SEARCH_EXPANSION_NEIGHBOURS = env_int(
+    "TIDELINE_SEARCH_EXPANSION_NEIGHBOURS", 3, minimum=1, maximum=20
+)
+TIDELINE_SEARCH_EXPANSION_MAX_TERMS = env_int(
+    "TIDELINE_SEARCH_EXPANSION_MAX_TERMS", 12, minimum=1, maximum=200
+)
 # Subtracted in session_search from a session when a newer one among the query's best is on the
 # same topic (memory/search/sessions.py): the newer holds where the work got to.
 TIDELINE_SEARCH_PRIOR_SUPERSEDED = env_float(

@@ -1,5 +1,6 @@
 """The raw past on the owner panel: sessions, the verbatim timeline, evidence, the inbox, snapshots,
-threads and attention. All read-only; threads change status through their service."""
+threads and attention, and the words of the timeline that search can expand a query by. All
+read-only; threads change status through their service."""
 
 from django.contrib import admin
 from django.urls import reverse
@@ -16,6 +17,7 @@ from memory.models import (
     Snapshot,
     Thread,
     ThreadStatus,
+    WordVector,
 )
 from memory.services.threads import thread_set_status
 
@@ -181,3 +183,12 @@ class AttentionEventAdmin(ReadOnlyAdmin):
     search_fields = ("memory__summary",)
     show_full_result_count = False
     fields = ("memory", "source", "similarity", "session", "occurred_at")
+
+
+@admin.register(WordVector)
+class WordVectorAdmin(ReadOnlyAdmin):
+    list_display = ("word", "term", "embedding_model", "created_at")
+    list_filter = ("embedding_model",)
+    search_fields = ("word", "term")
+    show_full_result_count = False
+    fields = ("word", "term", "embedding_model", "created_at")

@@ -18,6 +18,7 @@ from memory.models.memories import (
 )
 from memory.models.profiles import Profile, ProfileKind
 from memory.models.scopes import Scope, ScopeKind
+from memory.models.search import WordVector
 from memory.models.timeline import (
     AttentionEvent,
     ContextTurn,
@@ -62,4 +63,5 @@ __all__ = [
     "Snapshot",
     "Thread",
     "ThreadStatus",
+    "WordVector",
 ]

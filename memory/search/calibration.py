@@ -35,6 +35,12 @@ How the USE row was derived (scripts and figures in the recall report of issue 1
   with an unrelated session median 0.22, none. Chosen on RealMem's first four personas (0.65 /
   0.7 / 0.75: session R@5 0.625 / 0.624 / 0.622 at a 0.05 penalty, 0.625 at 0.7 and 0.04),
   confirmed on the other six and on LoCoMo (tools/recall/README.md).
+- `expansion_min_cosine` 0.7 (memory/search/expansion.py): the least cosine between two single
+  words' vectors for one to expand the other. Under USE "child" / "kid" is 0.90, "movies" / "films"
+  0.93, "pets" / "dogs" above 0.7, and "instruments" reaches "tools" before "violin". Chosen on
+  LoCoMo conversations 0–4 with the weight and neighbour count (0.6 with five neighbours, 0.7
+  with three, 0.75 with two, at weight 0.1: tune R@5 76.0 / 76.1 / 75.8), confirmed on 5–9 and
+  RealMem (tools/recall/README.md).
 - A penalty for turns ending in a question, measured for every question (LoCoMo R@5 +1.1, RealMem
   −0.4), is taken only for a question that names a speaker (memory/search/turn_priors.py).
 - Measured and not taken (LoCoMo tune half vs RealMem, see the issue-14 report): a
@@ -63,6 +69,9 @@ class Calibration:
     # Mean turn vectors at least this similar make two sessions the same topic (None: the model
     # is not measured, and no session is held superseded).
     session_supersede_cosine: float | None
+    # A store word at least this similar to a query word may expand it (None: the model is not
+    # measured, and no query is expanded; memory/search/expansion.py).
+    expansion_min_cosine: float | None
 
 
 CALIBRATIONS = {
@@ -76,6 +85,7 @@ CALIBRATIONS = {
         session_semantic_weight=0.5,
         session_turn_share=0.3,
         session_supersede_cosine=0.7,
+        expansion_min_cosine=0.7,
     ),
 }
 
@@ -95,4 +105,5 @@ def calibration_get(model_id: str | None) -> Calibration:
         session_semantic_weight=settings.TIDELINE_SEARCH_SEMANTIC_WEIGHT,
         session_turn_share=0.3,
         session_supersede_cosine=None,
+        expansion_min_cosine=None,
     )

@@ -244,8 +244,11 @@ class SearchIndex(ABC):
             self.own_postings.add(row, own)
         self.row_of[pk] = row
 
-    def narrow(self, *, query: str, scope_ids: list[int], vector) -> "SearchIndex":
-        """The rows a query ranks: this whole index (the database-native backend narrows)."""
+    def narrow(
+        self, *, query: str, scope_ids: list[int], vector, extra_terms: Sequence[str] = ()
+    ) -> "SearchIndex":
+        """The rows a query ranks: this whole index (the database-native backend narrows, holding
+        the postings of `extra_terms` besides the query's own)."""
         return self
 
     @abstractmethod

@@ -57,7 +57,7 @@ import logging
 import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import psycopg
@@ -855,12 +855,20 @@ class NativeSearch:
         if self.model_id is not None and self.dim and not capabilities()["vector"]:
             _vector_index(self.kind, self.model_id, self.dim)
 
-    def narrow(self, *, query: str, scope_ids: list[int], vector: np.ndarray | None):
+    def narrow(
+        self,
+        *,
+        query: str,
+        scope_ids: list[int],
+        vector: np.ndarray | None,
+        extra_terms: Sequence[str] = (),
+    ):
         return native_view(
             kind=self.kind,
             query=query,
             scope_ids=scope_ids,
             vector=vector,
+            extra_terms=extra_terms,
             model_id=self.model_id,
             dim=self.dim,
         )
@@ -979,8 +987,10 @@ def native_view(
     vector: np.ndarray | None,
     model_id: str | None,
     dim: int,
+    extra_terms: Sequence[str] = (),
 ) -> SearchIndex:
-    """The candidate rows for `query` in `scope_ids`, as an index the ranking code reads.
+    """The candidate rows for `query` in `scope_ids`, as an index the ranking code reads, with the
+    postings and document frequencies of `extra_terms` (a query's expansion words) as well.
 
     Two statements: the collection statistics (`_stats`), then the candidates and their rows in
     one statement with a CTE per candidate source. The rows carry what the ranking would otherwise
@@ -997,7 +1007,7 @@ def native_view(
         )
     )
     pgvector = capabilities()["vector"] and vector is not None and bool(dim)
-    asked = list(dict.fromkeys(query_terms + literal_terms))
+    asked = list(dict.fromkeys(query_terms + literal_terms + list(extra_terms)))
     with connection.cursor() as cursor:
         stats = _stats(
             cursor,
@@ -1018,7 +1028,7 @@ def native_view(
             )
         total, summed, df, known, speakers, labels, _ = stats
         terms = _terms_resolve(query_terms, known, speakers)
-        lookup = list(dict.fromkeys(terms + literal_terms))
+        lookup = list(dict.fromkeys(terms + literal_terms + list(extra_terms)))
         average = summed / total if total else 0.0
         exact = total <= settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS
         cosines: dict[int, float] = {}
@@ -1392,7 +1402,7 @@ class _View:
                 vectors[position] = vector
         return vectors
 
-    def narrow(self, *, query, scope_ids, vector):
+    def narrow(self, *, query, scope_ids, vector, extra_terms=()):
         return self
 
     def bm25(self, terms: list[str], eligible: np.ndarray, stats_rows: np.ndarray) -> np.ndarray:

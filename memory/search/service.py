@@ -47,6 +47,7 @@ from memory.models import (
 )
 from memory.search import postgres, schema
 from memory.search.calibration import Calibration, calibration_get
+from memory.search.expansion import expansion_candidates, expansion_choose
 from memory.search.index import (
     LAYER_CODES,
     PROJECTION_SHORTLIST,
@@ -706,13 +707,24 @@ def _memories_typed(kinds: dict[int, str]) -> dict[int, Memory]:
     return found
 
 
-def turns_open(*, query: str, scope_ids: list[int]):
-    """The turn index as `query` ranks it (narrowed on PostgreSQL), the embedder's calibration and
-    the query's vector: what turn_search and session_search both start from."""
+def turns_open(*, query: str, scope_ids: list[int], expand: bool = False):
+    """The turn index as `query` ranks it (narrowed on PostgreSQL), the embedder's calibration,
+    the query's vector and, with `expand`, its expansion candidates (memory/search/expansion.py;
+    the narrowed view then holds their postings too): what turn_search and session_search start
+    from."""
+    from memory.services.embedding import embedder_get
+
     index = search_index("turn")
     calibration = calibration_get(index.model_id)
     vector = _query_vector(query, index)
-    return index.narrow(query=query, scope_ids=scope_ids, vector=vector), calibration, vector
+    candidates = {}
+    if expand and vector is not None:
+        candidates = expansion_candidates(
+            query=query, embedder=embedder_get(), dim=index.dim, calibration=calibration
+        )
+    extra = sorted({word for words in candidates.values() for word in words})
+    narrowed = index.narrow(query=query, scope_ids=scope_ids, vector=vector, extra_terms=extra)
+    return narrowed, calibration, vector, candidates
 
 
 def turns_within(
@@ -741,7 +753,9 @@ def turn_search(
     query = _check_common(query, scope_ids, limit)
     if not scope_ids or not query:
         return []
-    index, calibration, vector = turns_open(query=query, scope_ids=scope_ids)
+    index, calibration, vector, candidates = turns_open(
+        query=query, scope_ids=scope_ids, expand=True
+    )
     with index.lock:
         table = index.table
         in_scope = table["alive"] & _among(table["scope"], scope_ids)
@@ -750,6 +764,9 @@ def turn_search(
             eligible &= np.isin(table["session"], np.asarray(session_ids, dtype=np.int64))
 
         terms = index.terms_resolve(text_terms(query))
+        expansions = expansion_choose(
+            index=index, candidates=candidates, terms=terms, stats_rows=in_scope
+        )
         ranked = _rank(
             index=index,
             query=query,
@@ -762,7 +779,14 @@ def turn_search(
             semantic=True,
             floor=calibration.turn_floor,
             semantic_weight=calibration.turn_semantic_weight,
-            priors=turn_priors(index=index, query=query, terms=terms),
+            priors=turn_priors(
+                index=index,
+                query=query,
+                terms=terms,
+                expansions=expansions,
+                eligible=eligible,
+                stats_rows=in_scope,
+            ),
             vector=vector,
             calibration=calibration,
         )
@@ -778,5 +802,6 @@ def turn_search(
         if turn is None:
             continue
         why["scope"] = labels.get(turn.scope_id, str(turn.scope_id))
+        why["expansions"] = expansions
         hits.append(TurnHit(turn=turn, score=score, lexical=bm25, semantic=cosine, why=why))
     return hits

@@ -97,7 +97,7 @@ def session_search(
     query = _check_common(query, scope_ids, limit)
     if not scope_ids or not query:
         return []
-    index, calibration, vector = turns_open(query=query, scope_ids=scope_ids)
+    index, calibration, vector, _ = turns_open(query=query, scope_ids=scope_ids)
     with index.lock:
         table = index.table
         in_scope = table["alive"] & _among(table["scope"], scope_ids)

@@ -15,6 +15,8 @@ conversations 0–4, confirmed on 5–9 and RealMem, figures in tools/recall/REA
   new question returns to (on RealMem, lowering asking turns for every question costs its tune
   half 0.006 of collapsed session R@5), so those are left alone, as is a query that is not a
   question.
+- **expansion** (memory/search/expansion.py): `TIDELINE_SEARCH_EXPANSION_WEIGHT` × the BM25 of the
+  words nearest the query's words ("kid" for "child"), scaled to the best eligible turn.
 """
 
 from collections.abc import Callable
@@ -28,12 +30,26 @@ from memory.search.timing import turn_time_priors
 
 
 def turn_priors(
-    *, index: TurnIndex, query: str, terms: list[str]
+    *,
+    index: TurnIndex,
+    query: str,
+    terms: list[str],
+    expansions: dict[str, list[str]],
+    eligible: np.ndarray,
+    stats_rows: np.ndarray,
 ) -> Callable[[np.ndarray], np.ndarray] | None:
-    """The priors of `query` (its resolved lexical `terms`) over `index`'s rows, or None when it
-    has none."""
+    """The priors of `query` (its resolved lexical `terms`, and the words chosen to expand them)
+    over `index`'s rows, or None when it has none. BM25 statistics come from `stats_rows`, the
+    caller's visible turns; only `eligible` rows score."""
     table = index.table
     parts = []
+    expanded = sorted({word for words in expansions.values() for word in words})
+    if expanded:
+        extra = index.bm25(expanded, eligible, stats_rows)
+        best = float(extra.max())
+        if best > 0:
+            share = np.float32(settings.TIDELINE_SEARCH_EXPANSION_WEIGHT / best)
+            parts.append(lambda rows: share * extra[rows])
     timed = turn_time_priors(
         query=query, occurred_at=table["occurred_at"], mentions=table["mentions_time"]
     )

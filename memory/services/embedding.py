@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import time
+from collections import Counter
 from datetime import timedelta
 from functools import cache
 from typing import Protocol
@@ -25,7 +26,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from memory.models import ContextTurn, EmbeddingStatus, Memory
+from memory.models import ContextTurn, EmbeddingStatus, Memory, WordVector
+from memory.search.calibration import calibration_get
+from memory.search.expansion import text_words
 from memory.services.http_client import HttpFailed, RetryPolicy, http_post_json
 
 logger = logging.getLogger("tideline.embedding")
@@ -349,12 +352,71 @@ def turns_embed(*, turn_ids: list[int]) -> int:
         for session_id, seq in first_of.items():
             condition |= Q(session_id=session_id, seq=seq - 1)
         ids += [pk for pk in ContextTurn.objects.filter(condition).values_list("pk", flat=True)]
-    return _embed(ContextTurn, turn_texts(turn_ids=ids))
+    done = _embed(ContextTurn, turn_texts(turn_ids=ids))
+    words_embed(
+        texts=list(ContextTurn.objects.filter(pk__in=ids).values_list("content", flat=True))
+    )
+    return done
+
+
+# Terms looked up per statement when checking which words already have a vector.
+WORD_LOOKUP_CHUNK = 500
+
+
+def words_embed(*, texts: list[str]) -> int:
+    """Store a vector for every word of `texts` that has none under the configured model (what a
+    query word is expanded by, memory/search/expansion.py). Returns how many were stored. A batch
+    the provider fails is logged and left out: the next turn saying the word, or `reembed`, adds
+    it. Concurrent writers of one word are safe: the second insert is ignored by the unique key.
+    A model with no measured expansion floor expands nothing, so its words are not embedded (an
+    HTTP provider would be paid for vectors nobody reads)."""
+    embedder = embedder_get()
+    if embedder is None or calibration_get(embedder.model_id).expansion_min_cosine is None:
+        return 0
+    # Each term is embedded as its most frequent surface form here ("kid" rather than "kids").
+    surfaces: dict[str, Counter] = {}
+    for text in texts:
+        for term, surface in text_words(text or ""):
+            surfaces.setdefault(term, Counter())[surface] += 1
+    words = {term: counts.most_common(1)[0][0] for term, counts in surfaces.items()}
+    terms = list(words)
+    known: set[str] = set()
+    for start in range(0, len(terms), WORD_LOOKUP_CHUNK):
+        known.update(
+            WordVector.objects.filter(
+                embedding_model=embedder.model_id, term__in=terms[start : start + WORD_LOOKUP_CHUNK]
+            ).values_list("term", flat=True)
+        )
+    missing = [term for term in terms if term not in known]
+    done = 0
+    batch = settings.TIDELINE_EMBEDDER_BATCH
+    for start in range(0, len(missing), batch):
+        chunk = missing[start : start + batch]
+        try:
+            vectors = embedder.embed_passages([words[term] for term in chunk])
+        except Exception:
+            logger.exception("embedding %d words failed", len(chunk))
+            continue
+        WordVector.objects.bulk_create(
+            [
+                WordVector(
+                    term=term,
+                    word=words[term],
+                    embedding_model=embedder.model_id,
+                    embedding=vector_to_bytes(vector),
+                )
+                for term, vector in zip(chunk, vectors, strict=True)
+            ],
+            ignore_conflicts=True,
+        )
+        done += len(chunk)
+    return done
 
 
 def embeddings_backfill(*, force: bool = False, batch: int = 500, progress=None) -> dict[str, int]:
     """Embed every memory and turn that needs it: never embedded, failed, or embedded by another
-    model than the configured one (`force`: everything). Returns counts per kind."""
+    model than the configured one (`force`: everything), and every word of the stored turns that
+    has no vector under the model. Returns counts per kind ("memories", "turns", "words")."""
     embedder = embedder_get()
     if embedder is None:
         return {"memories": 0, "turns": 0}
@@ -372,4 +434,24 @@ def embeddings_backfill(*, force: bool = False, batch: int = 500, progress=None)
             if progress:
                 progress(label, min(start + batch, len(ids)), len(ids))
         counts[label] = done
+    # Turns embedded before word vectors existed (or imported with their vectors) have words
+    # without one; only those are embedded.
+    counts["words"] = turn_words_embed(
+        turn_ids=list(ContextTurn.objects.order_by("pk").values_list("pk", flat=True)),
+        batch=batch,
+        progress=progress,
+    )
     return counts
+
+
+def turn_words_embed(*, turn_ids: list[int], batch: int = 500, progress=None) -> int:
+    """`words_embed` over these turns' text, `batch` turns at a time. Returns the words stored."""
+    done = 0
+    for start in range(0, len(turn_ids), batch):
+        contents = ContextTurn.objects.filter(pk__in=turn_ids[start : start + batch]).values_list(
+            "content", flat=True
+        )
+        done += words_embed(texts=list(contents))
+        if progress:
+            progress("words", min(start + batch, len(turn_ids)), len(turn_ids))
+    return done

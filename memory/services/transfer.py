@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from memory.models import Actor, AuditAction, AuditEvent, Scope
 from memory.services.audit import audit_record
+from memory.services.embedding import turn_words_embed
 from memory.services.errors import Conflict, InvalidInput
 
 FORMAT = "tideline-export"
@@ -71,7 +72,10 @@ EXPORTED_MODELS = [
     "dream.entityedge",
     "dream.dreamrun",
 ]
-NOT_EXPORTED = {"dream.dreamlease": "the lock of a DREAM run in progress, meaningless elsewhere"}
+NOT_EXPORTED = {
+    "dream.dreamlease": "the lock of a DREAM run in progress, meaningless elsewhere",
+    "memory.wordvector": "derived from the turns' words: the import embeds the imported turns' words",
+}
 # Rows a scope owns directly; the rest of a scope's export follows from these.
 SCOPED_MODELS = [
     "memory.profile",
@@ -407,6 +411,10 @@ def store_import(*, path: Path, actor: str = Actor.OWNER) -> TransferReport:
             )[:500],
             after={"counts": counts, "remapped_scopes": {str(k): v for k, v in mapping.items()}},
         )
+    if header.get("embeddings"):
+        # Turns imported with their vectors queue no embedding task, and that task is what embeds
+        # a turn's words (for query expansion): they are embedded here, after the commit.
+        turn_words_embed(turn_ids=sorted(ids.get("memory.contextturn", ())))
     return TransferReport(
         counts=counts,
         scope_label=scope.get("label", ""),

@@ -21,6 +21,7 @@ from memory.models import (
     ThreadStatus,
 )
 from memory.services.edits import memory_update
+from memory.services.embedding import words_embed
 from memory.services.facts import FactInput, fact_write
 from memory.services.lifecycle import memory_expire
 from memory.services.narratives import NarrativeInput, narrative_write
@@ -98,6 +99,7 @@ def everything(global_scope, project_scope, preference, project_fact):
     snapshot_write(scope_id=project_scope.pk, content="正在重写解压模块", session_id=session.pk)
     thread_write(scope_id=project_scope.pk, content="目录结构之外，权限位要不要保留？")
     InboxItem.objects.create(scope=project_scope, content="以后都用 pnpm 不用 npm")
+    words_embed(texts=["keep the archive layout"])
     AttentionEvent.objects.create(memory=narrative, session=session, source="t1_prefetch")
     key = ApiKey.objects.create(
         name="laptop", prefix="tl_abcd", key_hash=ApiKey.hash_secret("tl_abcd_secret")

@@ -1,9 +1,10 @@
 import pytest
 from django.core.management import call_command
 
-from memory.models import EmbeddingStatus, Memory
-from memory.search import memory_search
+from memory.models import ContextTurn, EmbeddingStatus, Memory, WordVector
+from memory.search import memory_search, turn_search
 from memory.services.embedding import memories_embed
+from memory.services.timeline import TurnInput, session_start, turns_record
 from tests.search.embed_server import FakeEmbedder
 
 
@@ -73,3 +74,27 @@ def test_it_never_mixes_vectors_of_two_models(
     call_command("reembed")
     hits = memory_search(query="solar panels roof", scope_ids=[project_scope.pk])
     assert hits[0].semantic is not None
+
+
+def test_it_embeds_no_words_for_a_model_without_an_expansion_floor(
+    project_scope, fake_embedder, settings, django_capture_on_commit_callbacks
+):
+    """Query expansion is calibrated per model; an unmeasured provider expands nothing, so it is
+    not paid to embed the store's words."""
+    settings.TIDELINE_EMBEDDER = "embed_batch"
+    settings.TIDELINE_EMBEDDER_URL = f"{fake_embedder.url}/embed"
+    session = session_start(runtime="test", external_id="words", scope_id=project_scope.pk)
+    with django_capture_on_commit_callbacks(execute=True):
+        turns = turns_record(
+            session_id=session.pk,
+            turns=[TurnInput(role="user", content="The ferry leaves the harbour at dawn")],
+        )
+    assert ContextTurn.objects.get(pk=turns[0].pk).embedding_status == EmbeddingStatus.READY
+    said = ["The ferry leaves the harbour at dawn"]
+    assert fake_embedder.requests
+    assert all(request["body"]["texts"] == said for request in fake_embedder.requests)
+    assert not WordVector.objects.exists()
+    call_command("reembed")
+    assert not WordVector.objects.exists()
+    hits = turn_search(query="When does the boat leave?", scope_ids=[project_scope.pk])
+    assert hits[0].why["expansions"] == {}

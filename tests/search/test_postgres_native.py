@@ -285,7 +285,8 @@ def test_it_searches_in_few_round_trips(
     """One native search: the collection statistics, the candidates with their rows (one
     statement whatever the candidate sources: BM25, literals, vectors), the returned rows, and the
     fallback matrix's change-log probe where pgvector is missing. Literal verification and scope
-    labels come with the view's rows."""
+    labels come with the view's rows. A turn search also reads the word vectors added since the
+    last query (memory/search/expansion.py): one statement."""
     from django.test.utils import CaptureQueriesContext
 
     _corpus(project_scope, write_narrative, django_capture_on_commit_callbacks)
@@ -302,7 +303,7 @@ def test_it_searches_in_few_round_trips(
     assert "tl-4711" in hits[0].memory.search_text and hits[0].why["scope"]
     assert "tl-4711" in found[0].turn.content
     assert len(memories) == 3 + probe, "\n".join(query["sql"][:150] for query in memories)
-    assert len(turns) == 3 + probe, "\n".join(query["sql"][:150] for query in turns)
+    assert len(turns) == 4 + probe, "\n".join(query["sql"][:150] for query in turns)
 
 
 def _pending(kind: str) -> int:

@@ -13,7 +13,7 @@ from memory.search.service import (
     _best_rows,
 )
 from memory.search.text import query_literals
-from memory.services.timeline import TurnInput, session_start, turns_record
+from tests.search.turns import record
 
 WHEN = datetime(2024, 1, 7, 15, 0, tzinfo=UTC)
 VOCABULARY = [
@@ -45,18 +45,6 @@ TRANSCRIPT = (
     '"Amy": Oh nice, was it the one your sister told you about?\n'
     '"Bart": yes, and I bought a "blue whale" mug there'
 )
-
-
-def record(scope, external_id, lines, capture):
-    session = session_start(runtime="test", external_id=external_id, scope_id=scope.pk)
-    with capture(execute=True):
-        return turns_record(
-            session_id=session.pk,
-            turns=[
-                TurnInput(role="user", content=text, speaker=speaker, occurred_at=WHEN)
-                for speaker, text in lines
-            ],
-        )
 
 
 def assert_ordered_and_explained(hits):
@@ -92,7 +80,7 @@ def transcript_store(project_scope, django_capture_on_commit_callbacks):
     lines.append(("Bart", "I bought a blue whale mug at the lighthouse shop."))
     lines.append(("Amy", "My sister plays the cello in Berlin."))
     lines.append(("Bart", "Amy, does your sister still play the cello?"))
-    turns = record(project_scope, "transcript", lines, django_capture_on_commit_callbacks)
+    turns = record(project_scope, "transcript", lines, WHEN, django_capture_on_commit_callbacks)
     return project_scope, turns
 
 

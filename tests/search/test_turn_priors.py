@@ -9,19 +9,14 @@ import pytest
 from memory.search import turn_search
 from memory.search.text import text_terms
 from memory.search.timing import days_named, mentions_time
-from memory.services.timeline import TurnInput, session_start, turns_record
+from tests.search.turns import record
 
 
-def record(scope, external_id, lines, when, callbacks):
-    session = session_start(runtime="test", external_id=external_id, scope_id=scope.pk)
-    with callbacks(execute=True):
-        return turns_record(
-            session_id=session.pk,
-            turns=[
-                TurnInput(role="user", speaker=speaker, content=text, occurred_at=when)
-                for speaker, text in lines
-            ],
-        )
+@pytest.fixture(autouse=True)
+def no_expansion(settings):
+    """Each prior here is measured alone; query expansion, a prior too, has its own tests
+    (test_expansion.py)."""
+    settings.TIDELINE_SEARCH_EXPANSION_WEIGHT = 0.0
 
 
 def shares_sum_to_score(hit) -> bool:

@@ -24,8 +24,10 @@ questions. Each argument is one variant (JSON); `{}` is the default ranking and 
 - `pairs`: `{"gamma", "count", "depth"}`, a bonus for turns sharing an adjacent query term pair.
 - `diverse`: `{"delta", "span", "depth", "per", "neighbour_only"}`, the best `depth` turns re-ranked
   so a turn near one already placed (same session, within `span` turns) loses `delta`.
-- `expand`: `{"alpha", "k", "min", "max_terms"}`, a prior of α × the BM25 of the store's words
-  nearest each query word by single-word USE vectors (the `k` best at cosine ≥ `min`).
+- query expansion (memory/search/expansion.py, in the app since it was measured here) is varied
+  through its settings: `TIDELINE_SEARCH_EXPANSION_WEIGHT` (0 switches it off),
+  `_NEIGHBOURS`, `_MAX_TERMS`. The store's words need vectors: a store imported before expansion
+  existed gets them from `manage.py reembed`.
 - `nameless`: the query vector is the embedding of the query with the store's speaker names (and
   their possessives) replaced by this string ("" drops them, "they" keeps the grammar).
 - `turn_semantic_weight`: the USE calibration row's semantic share for turns, for this variant.
@@ -151,84 +153,6 @@ def session_rank(spec: dict):
 
         def priors(chosen):
             return per_row[chosen] + (earlier(chosen) if earlier is not None else 0.0)
-
-        return ORIGINAL_RANK(**{**options, "priors": priors})
-
-    return rank
-
-
-def expand_rank(spec: dict):
-    """A `_rank` that adds a prior of `alpha` × the BM25 of the store's words nearest (single-word
-    USE vectors, cosine at least `min`, the `k` best per query word) to each query word, scaled to
-    its maximum ("child" reaching "kid", "movies" reaching "films"), for queries of at most
-    `max_terms` distinct terms. The store's vocabulary is embedded once per process."""
-    import re
-    from collections import Counter
-
-    from memory.search.text import text_terms
-    from memory.services.embedding import embedder_get
-
-    alpha, k, least = spec["alpha"], spec.get("k", 3), spec.get("min", 0.5)
-    vocabulary: dict = {}
-    word = re.compile(r"[a-z]{3,}")
-
-    def stem_of(surface: str) -> str | None:
-        terms = text_terms(surface)
-        return terms[0] if len(terms) == 1 else None
-
-    def build(index):
-        surfaces: dict[str, Counter] = {}
-        for content in ContextTurn.objects.values_list("content", flat=True).iterator():
-            for surface in word.findall(content.lower()):
-                surfaces.setdefault(surface, Counter())[surface] += 1
-        by_stem: dict[str, Counter] = {}
-        for surface, count in surfaces.items():
-            stem = stem_of(surface)
-            if stem and stem not in index.speaker_terms and index.postings.get(stem) is not None:
-                by_stem.setdefault(stem, Counter())[surface] += count[surface]
-        stems = sorted(by_stem)
-        shown = [by_stem[stem].most_common(1)[0][0] for stem in stems]
-        vectors = np.vstack(
-            [embedder_get().embed_passages(shown[i : i + 256]) for i in range(0, len(shown), 256)]
-        ).astype(np.float32)
-        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
-        vocabulary.update(stems=stems, vectors=vectors, cache={})
-
-    def rank(**options):
-        index = options["index"]
-        if (
-            "session" not in index.table.data
-            or not options["terms"]
-            or len(set(options["terms"])) > spec.get("max_terms", 10**6)
-        ):
-            return ORIGINAL_RANK(**options)
-        if not vocabulary:
-            build(index)
-        stems, vectors, cache = vocabulary["stems"], vocabulary["vectors"], vocabulary["cache"]
-        query_terms = set(options["terms"])
-        chosen: set[str] = set()
-        for surface in word.findall(options["query"].lower()):
-            stem = stem_of(surface)
-            if stem not in query_terms or stem in index.speaker_terms:
-                continue
-            if surface not in cache:
-                vector = embedder_get().embed_query(surface).astype(np.float32)
-                cache[surface] = vector / max(float(np.linalg.norm(vector)), 1e-9)
-            cosine = vectors @ cache[surface]
-            nearest = [
-                at
-                for at in np.argsort(-cosine)[: k + len(query_terms)]
-                if cosine[at] >= least and stems[at] not in query_terms
-            ]
-            chosen.update(stems[at] for at in nearest[:k])
-        if not chosen:
-            return ORIGINAL_RANK(**options)
-        extra = index.bm25(sorted(chosen), options["eligible"], options["stats_rows"])
-        scale = float(extra.max()) or 1.0
-        earlier = options["priors"]
-
-        def priors(rows):
-            return alpha * extra[rows] / scale + (earlier(rows) if earlier is not None else 0.0)
 
         return ORIGINAL_RANK(**{**options, "priors": priors})
 
@@ -499,9 +423,7 @@ def variant_install(variant: dict) -> None:
         else BASE_CALIBRATION
     )
     service._rank = (
-        expand_rank(variant["expand"])
-        if "expand" in variant
-        else session_rank(variant["session"])
+        session_rank(variant["session"])
         if "session" in variant
         else feedback_rank(variant["feedback"])
         if "feedback" in variant

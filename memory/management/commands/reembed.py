@@ -32,6 +32,6 @@ class Command(ProgressCommand):
 
         counts = embeddings_backfill(force=all, batch=batch, progress=self.progress_steps())
         self.stdout.write(
-            f"embedded {counts['memories']} memories and {counts['turns']} turns"
-            " (rows that failed stay marked for the next run)"
+            f"embedded {counts['memories']} memories, {counts['turns']} turns and "
+            f"{counts['words']} new words (rows that failed stay marked for the next run)"
         )
