@@ -365,7 +365,8 @@ WORD_LOOKUP_CHUNK = 500
 
 def words_embed(*, texts: list[str]) -> int:
     """Store a vector for every word of `texts` that has none under the configured model (what a
-    query word is expanded by, memory/search/expansion.py). Returns how many were stored. A batch
+    query word is expanded by, memory/search/expansion.py). Returns how many were embedded (a
+    concurrent writer may have stored some of them first). A batch
     the provider fails is logged and left out: the next turn saying the word, or `reembed`, adds
     it. Concurrent writers of one word are safe: the second insert is ignored by the unique key.
     A model with no measured expansion floor expands nothing, so its words are not embedded (an

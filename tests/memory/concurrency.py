@@ -32,15 +32,15 @@ def database_url() -> str:
     )
 
 
-def writer_env(tmp_dir: Path) -> dict:
+def writer_env(tmp_dir: Path, *, embedder: str = "none") -> dict:
     return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tideline_site.settings",
         "TIDELINE_DATABASE_URL": database_url(),
         "TIDELINE_LLM_CONFIG_FILE": str(tmp_dir / "no-llm.json"),
-        # The writers race on the store; embedding is not what they test, and eight copies of
-        # the model would only slow the start.
-        "TIDELINE_EMBEDDER": "none",
+        # The writers race on the store; embedding is not what most of them test, and eight
+        # copies of the model would only slow the start.
+        "TIDELINE_EMBEDDER": embedder,
         "TIDELINE_LOG_LEVEL": "WARNING",
     }
 
@@ -60,8 +60,8 @@ class Outcome:
 class Writers:
     """`count` writer processes (tests/memory/writer.py), started once and reused."""
 
-    def __init__(self, *, count: int, tmp_dir: Path) -> None:
-        env = writer_env(tmp_dir)
+    def __init__(self, *, count: int, tmp_dir: Path, embedder: str = "none") -> None:
+        env = writer_env(tmp_dir, embedder=embedder)
         self.processes = [
             subprocess.Popen(
                 [sys.executable, "-m", "tests.memory.writer"],

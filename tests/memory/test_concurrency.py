@@ -17,6 +17,7 @@ from memory.models import (
     Narrative,
     SelfConcept,
     Session,
+    WordVector,
 )
 from memory.search import postgres
 from memory.search.maintenance import search_index_check
@@ -30,6 +31,13 @@ KEYS = 10
 @pytest.fixture(scope="module")
 def writers(django_db_setup, tmp_path_factory):
     pool = Writers(count=WRITERS, tmp_dir=tmp_path_factory.mktemp("writers"))
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="module")
+def embedding_writers(django_db_setup, tmp_path_factory):
+    pool = Writers(count=4, tmp_dir=tmp_path_factory.mktemp("embedders"), embedder="bundled")
     yield pool
     pool.close()
 
@@ -120,6 +128,23 @@ def test_it_stores_each_turn_once_under_identical_concurrent_batches(
     assert turns.count() == 50
     assert sorted(turns.values_list("seq", flat=True)) == list(range(1, 51))
     assert set(turns.values_list("external_id", flat=True)) == {t[0] for t in batch}
+
+
+def test_it_keeps_one_vector_per_word_under_concurrent_embedders(
+    transactional_db, embedding_writers
+):
+    # Each writer loads the embedding model first, so the second round races for real.
+    warm = embedding_writers.run(
+        [("words_embed", {"texts": [f"warming{n} engines"]}) for n in range(4)]
+    )
+    assert _errors(warm) == []
+    said = "harbour crane ferry lighthouse anchor tugboat dredger quay pilot buoy"
+    outcomes = embedding_writers.run([("words_embed", {"texts": [said]}) for _ in range(4)])
+
+    assert _errors(outcomes) == []
+    words = list(WordVector.objects.values_list("word", flat=True))
+    assert len(words) == len(set(words))
+    assert set(said.split()) <= set(words)
 
 
 def test_it_opens_one_session_for_concurrent_first_turns(transactional_db, writers, project_scope):

@@ -80,12 +80,19 @@ def _memory_edit(*, memory_id: int, changes: dict) -> int:
     return memory_update(memory=Memory.objects.get(pk=memory_id), changes=changes, actor="agent").pk
 
 
+def _words_embed(*, texts: list[str]) -> int:
+    from memory.services.embedding import words_embed
+
+    return words_embed(texts=texts)
+
+
 OPERATIONS = {
     "facts_write": _facts_write,
     "self_concept_write": _self_concept_write,
     "turns_sync": _turns_sync,
     "turns_one_by_one": _turns_one_by_one,
     "memory_edit": _memory_edit,
+    "words_embed": _words_embed,
 }
 
 
