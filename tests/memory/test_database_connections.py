@@ -111,6 +111,10 @@ def test_it_holds_no_more_connections_than_its_pool_however_many_requests_run(
         server.wait(timeout=20)
 
 
+# Sequential requests, each in its own thread as a server's would be.
+REQUESTS = 6
+
+
 def _backend_in_a_new_thread() -> tuple[int, str]:
     """What a request thread sees: its own Django connection, closed when it ends (as Django does
     at the end of every request)."""
@@ -131,14 +135,17 @@ def _backend_in_a_new_thread() -> tuple[int, str]:
 
 
 @pytest.mark.django_db
-def test_it_reuses_one_postgres_backend_across_requests_of_the_test_database():
+def test_it_reuses_pooled_postgres_backends_across_requests_of_the_test_database():
     if connection.vendor != "postgresql":
         pytest.skip("runs in the PostgreSQL pass: the connection pool is PostgreSQL's")
 
-    first_backend, first_database = _backend_in_a_new_thread()
-    second_backend, second_database = _backend_in_a_new_thread()
+    seen = [_backend_in_a_new_thread() for _ in range(REQUESTS)]
 
-    assert second_backend == first_backend
+    # Without the pool every request would open its own backend. With it they reuse the few the
+    # pool holds: the test's own connection keeps one busy, so the first request grows the pool,
+    # and that growth runs in the pool's background worker, which under load can add a second
+    # before the next request asks (one pair of requests once saw two backends this way).
+    assert len({backend for backend, _ in seen}) <= 2
     # The pool was built for the test database, not the one the settings named before the test
     # run switched to it.
-    assert first_database == second_database == connection.settings_dict["NAME"]
+    assert {database for _, database in seen} == {connection.settings_dict["NAME"]}
