@@ -88,22 +88,12 @@ class Vocabulary:
     def refresh(self) -> None:
         """One statement per query: the last row held (to see it is still there: SQLite reuses a
         rolled-back row's id) and every row after it."""
-        with self.lock, connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT id, term, embedding, token FROM {WordVector._meta.db_table} "
-                "WHERE embedding_model = %s AND id >= %s ORDER BY id",
-                [self.model_id, self.last_pk],
-            )
-            rows = cursor.fetchall()
+        with self.lock:
+            rows = self._rows_from(self.last_pk)
             if self.last_pk:
                 if not rows or rows[0][0] != self.last_pk or rows[0][3] != self.last_token:
                     self._reset()
-                    cursor.execute(
-                        f"SELECT id, term, embedding, token FROM {WordVector._meta.db_table} "
-                        "WHERE embedding_model = %s ORDER BY id",
-                        [self.model_id],
-                    )
-                    rows = cursor.fetchall()
+                    rows = self._rows_from(0)
                 else:
                     rows = rows[1:]
             kept = [
@@ -115,6 +105,15 @@ class Vocabulary:
                 self._append(kept)
             if rows:
                 self.last_pk, self.last_token = rows[-1][0], rows[-1][3]
+
+    def _rows_from(self, pk: int) -> list[tuple]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id, term, embedding, token FROM {WordVector._meta.db_table} "
+                "WHERE embedding_model = %s AND id >= %s ORDER BY id",
+                [self.model_id, pk],
+            )
+            return cursor.fetchall()
 
     def _append(self, kept: list[tuple[str, np.ndarray]]) -> None:
         size = self.size + len(kept)
