@@ -319,6 +319,12 @@ TIDELINE_SEARCH_PRIOR_SPEAKER = env_float(
 TIDELINE_SEARCH_PRIOR_QUESTION = env_float(
     "TIDELINE_SEARCH_PRIOR_QUESTION", 0.1, minimum=0.0, maximum=1.0
 )
+# Added to a turn that states a number when the query opens by asking how many, much, long or
+# often, and to one that names something (a capitalised word mid-sentence) when it opens by asking
+# where (memory/search/intent.py).
+TIDELINE_SEARCH_PRIOR_ANSWER = env_float(
+    "TIDELINE_SEARCH_PRIOR_ANSWER", 0.15, minimum=0.0, maximum=1.0
+)
 # Query expansion for turn_search (memory/search/expansion.py): each word of a query of at most
 # MAX_TERMS terms brings its NEIGHBOURS nearest store words, whose BM25 (scaled to the best row)
 # is added times WEIGHT. 0 switches it off.

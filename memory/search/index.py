@@ -22,7 +22,7 @@ from django.db import connection
 
 from memory.models import ContextTurn, Memory, MemoryStatus, MemoryType, NarrativeLayer
 from memory.search import schema
-from memory.search.intent import ends_asking
+from memory.search.intent import ends_asking, names_proper, states_number
 from memory.search.text import date_terms, text_terms
 from memory.search.timing import mentions_time
 from memory.services.weights import salience
@@ -516,6 +516,8 @@ class TurnIndex(SearchIndex):
         "occurred_at": np.float64,
         "mentions_time": np.bool_,
         "asks": np.bool_,
+        "states_number": np.bool_,
+        "names_proper": np.bool_,
         "speaker": np.int32,
     }
 
@@ -649,6 +651,8 @@ def _session_span_documents(
             "occurred_at": epoch(occurred_at, 0.0),
             "mentions_time": mentions_time(own),
             "asks": ends_asking(content or ""),
+            "states_number": states_number(content or ""),
+            "names_proper": names_proper(content or ""),
         }
         documents.append(TurnDocument(pk, values, bag, own, blob, model_id, speaker or ""))
     return documents

@@ -68,3 +68,57 @@ _QUESTION_END = re.compile(QUESTION_END)
 def ends_asking(text: str) -> bool:
     """Whether `text` (a query, or a turn's own text) ends with a question."""
     return bool(_QUESTION_END.search(text or ""))
+
+
+# A question that opens by asking how many, how much, how long or how often is answered by a turn
+# that states a number ("we've been married 5 years", "twice a week"); one that opens by asking
+# where, by a turn that names something ("we went camping in Yosemite"). Only the opening counts: a
+# dialogue-length query says "how much I have to do" or "where I can use these" in passing.
+# Chinese and Japanese put the question word anywhere and write no capitals, and nothing here
+# measures them, so they are not read.
+_NUMBER_QUESTIONS = [
+    r"^\W*how (many|much|long|often)\b(?! ago)",
+    r"^\W*(en )?cu[áa]nt[oa]s?\b",
+]
+_PLACE_QUESTIONS = [
+    r"^\W*where (did|does|do|is|was|were|are|will|would|has|have|had|can|could|should)\b",
+    r"^\W*(in )?(which|what) (city|cities|country|countries|state|states|town|place|places)\b",
+    r"^\W*(en |a |de )?d[óo]nde\b",
+    r"^\W*(en )?qu[ée] (ciudad|pa[íi]s|lugar)\b",
+]
+_NUMBER = re.compile("|".join(f"(?:{pattern})" for pattern in _NUMBER_QUESTIONS), re.IGNORECASE)
+_PLACE = re.compile("|".join(f"(?:{pattern})" for pattern in _PLACE_QUESTIONS), re.IGNORECASE)
+
+
+def asks_for_number(query: str) -> bool:
+    """Whether the query opens by asking how many, how much, how long or how often."""
+    return bool(_NUMBER.search(query))
+
+
+def asks_for_place(query: str) -> bool:
+    """Whether the query opens by asking where, or which city, country or place."""
+    return bool(_PLACE.search(query))
+
+
+# A turn states a number when it holds a digit or a number word; it names something when a
+# capitalised word follows a lower-case word or a comma inside a sentence (a sentence's first word
+# and "I" do not count). PostgreSQL runs the same patterns over a turn's content
+# (memory/search/postgres.py): the first case-insensitively (~*), the second as written (~).
+STATES_NUMBER = (
+    r"[0-9]|(^|[^a-z])(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|"
+    r"twenty|thirty|forty|fifty|hundred|thousand|dozen|couple|few|several|once|twice|dos|tres|"
+    r"cuatro|cinco|seis|siete|ocho|nueve|diez|doce|veinte|treinta|cien|mil|docena|veces)([^a-z]|$)"
+)
+NAMES_PROPER = r"[a-z,;:] +[A-Z][a-z]"
+_STATES_NUMBER = re.compile(STATES_NUMBER, re.IGNORECASE)
+_NAMES_PROPER = re.compile(NAMES_PROPER)
+
+
+def states_number(text: str) -> bool:
+    """Whether `text` (a turn's own text) holds a number, in digits or in words."""
+    return bool(_STATES_NUMBER.search(text or ""))
+
+
+def names_proper(text: str) -> bool:
+    """Whether `text` (a turn's own text) names something with a capitalised word mid-sentence."""
+    return bool(_NAMES_PROPER.search(text or ""))

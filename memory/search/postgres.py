@@ -78,7 +78,7 @@ from memory.search.index import (
     memory_weights,
     turn_documents,
 )
-from memory.search.intent import QUESTION_END
+from memory.search.intent import NAMES_PROPER, QUESTION_END, STATES_NUMBER
 from memory.search.text import query_literals, text_terms
 from memory.search.timing import time_terms
 
@@ -1152,8 +1152,10 @@ def native_view(
                 "d.own && %s::text[]",
                 "s.speaker",
                 "coalesce(s.content ~ %s, false)",
+                "coalesce(s.content ~* %s, false)",
+                "coalesce(s.content ~ %s, false)",
             ]
-            params += [sorted(time_terms()), QUESTION_END]
+            params += [sorted(time_terms()), QUESTION_END, STATES_NUMBER, NAMES_PROPER]
             joins = "JOIN memory_contextturn s ON s.id = d.id"
         select = f"SELECT {', '.join(columns)} FROM {table} d {joins}"
         if exact:
@@ -1475,7 +1477,7 @@ class MemoryView(_View, MemoryIndex):
 
 class TurnView(_View, TurnIndex):
     def _columns(self, rows) -> dict[str, list]:
-        columns = list(zip(*rows, strict=True)) if rows else [()] * 14
+        columns = list(zip(*rows, strict=True)) if rows else [()] * 16
         return {
             "session": list(columns[8]),
             "seq": list(columns[9]),
@@ -1483,4 +1485,6 @@ class TurnView(_View, TurnIndex):
             "mentions_time": list(columns[11]),
             "speaker": [self.speaker_number(name) for name in columns[12]],
             "asks": list(columns[13]),
+            "states_number": list(columns[14]),
+            "names_proper": list(columns[15]),
         }

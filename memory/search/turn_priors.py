@@ -15,6 +15,10 @@ conversations 0–4, confirmed on 5–9 and RealMem, figures in tools/recall/REA
   new question returns to (on RealMem, lowering asking turns for every question costs its tune
   half 0.006 of collapsed session R@5), so those are left alone, as is a query that is not a
   question.
+- **answer type**: a question that opens by asking how many (much, long, often) is answered by a
+  turn that states a number, and one that opens by asking where by a turn that names something;
+  `TIDELINE_SEARCH_PRIOR_ANSWER` is added to those turns. A dialogue-length query that says "how
+  much" in passing does not open with it.
 - **expansion** (memory/search/expansion.py): `TIDELINE_SEARCH_EXPANSION_WEIGHT` × the BM25 of the
   words nearest the query's words ("kid" for "child"), scaled to the best eligible turn.
 """
@@ -25,7 +29,7 @@ import numpy as np
 from django.conf import settings
 
 from memory.search.index import TurnIndex
-from memory.search.intent import ends_asking
+from memory.search.intent import asks_for_number, asks_for_place, ends_asking
 from memory.search.timing import turn_time_priors
 
 
@@ -65,6 +69,11 @@ def turn_priors(
     if named and penalty and ends_asking(query):
         asks = table["asks"]
         parts.append(lambda rows: np.float32(-penalty) * asks[rows])
+    answer = settings.TIDELINE_SEARCH_PRIOR_ANSWER
+    for asks_for, column in ((asks_for_number, "states_number"), (asks_for_place, "names_proper")):
+        if answer and asks_for(query):
+            flags = table[column]
+            parts.append(lambda rows, flags=flags: np.float32(answer) * flags[rows])
     if not parts:
         return None
 

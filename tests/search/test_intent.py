@@ -1,9 +1,18 @@
-"""Which queries ask about a past choice (and so prefer decision-layer narratives), and which ask
-when (and so prefer turns that place themselves in time)."""
+"""Which queries ask about a past choice (and so prefer decision-layer narratives), which ask
+when (and so prefer turns that place themselves in time), and which ask how many or where (and so
+prefer turns that state a number or name something)."""
 
 import pytest
 
-from memory.search.intent import asks_about_choice, asks_when, ends_asking
+from memory.search.intent import (
+    asks_about_choice,
+    asks_for_number,
+    asks_for_place,
+    asks_when,
+    ends_asking,
+    names_proper,
+    states_number,
+)
 
 
 @pytest.mark.parametrize(
@@ -87,3 +96,47 @@ def test_it_does_not_read_every_when_as_a_question_about_time(query):
 )
 def test_it_reads_which_texts_end_asking(text, expected):
     assert ends_asking(text) is expected
+
+
+@pytest.mark.parametrize(
+    ("query", "number", "place"),
+    [
+        ("How many children does Melanie have?", True, False),
+        ("how long has Nate had his turtles", True, False),
+        ("How often does John go to the gym?", True, False),
+        ("¿Cuántos gatos tiene Ana?", True, False),
+        ("Where did Caroline move from?", False, True),
+        ("Which country did Caroline move from?", False, True),
+        ("In what city did they meet?", False, True),
+        ("¿Dónde vive Ana?", False, True),
+        # Asked when, not how long: the time prior's question.
+        ("How long ago did we migrate?", False, False),
+        ("What did Melanie paint?", False, False),
+        # A dialogue-length query says these in passing; only the opening counts.
+        ("Honestly I still feel overwhelmed by how much I have to do.", False, False),
+        ("Let's discuss specific situations where I can use these phrases.", False, False),
+    ],
+)
+def test_it_recognises_a_question_about_a_number_or_a_place(query, number, place):
+    assert asks_for_number(query) is number
+    assert asks_for_place(query) is place
+
+
+@pytest.mark.parametrize(
+    ("text", "number", "proper"),
+    [
+        ("We have 3 kids now.", True, False),
+        ("I go there twice a week.", True, False),
+        ("Been married for FIVE years!", True, False),
+        ("Tengo dos gatos.", True, False),
+        ("We went camping at Yosemite.", False, True),
+        ("Thanks, Melanie! That sounds lovely.", False, True),
+        # Not a number: a word that holds one; not a name: a sentence's first word, or "I".
+        ("Someone gave me a pottery class.", False, False),
+        ("Paris was lovely. I loved it.", False, False),
+        ("", False, False),
+    ],
+)
+def test_it_reads_which_turns_state_a_number_or_name_something(text, number, proper):
+    assert states_number(text) is number
+    assert names_proper(text) is proper

@@ -1,6 +1,7 @@
 """Turn priors: a when-question prefers the turn that places the event in time, a question that
-names a day prefers the turns of that day and the week after it, and one that names a speaker
-prefers that speaker's turns."""
+names a day prefers the turns of that day and the week after it, one that names a speaker
+prefers that speaker's turns, and one that asks how many or where prefers the turn that states a
+number or names a place."""
 
 from datetime import UTC, date, datetime
 
@@ -248,3 +249,53 @@ def test_it_prefers_a_turn_that_states_to_one_that_asks_for_a_question(
         query="How did she get into pottery?", scope_ids=[project_scope.pk], limit=2
     )
     assert all(hit.why["boosts"]["priors"] == 0 for hit in unnamed)
+
+
+@pytest.mark.parametrize("exact_rows", [2000, 0])
+@pytest.mark.parametrize(
+    ("query", "lines"),
+    [
+        (
+            "How many times did Nate go bowling?",
+            [
+                ("Nate", "Bowling is fun, I love bowling and bowling alleys."),
+                ("Nate", "I went bowling twice last month."),
+            ],
+        ),
+        (
+            "Where did Nate go camping?",
+            [
+                ("Nate", "Camping is fun, I love camping and camping trips."),
+                ("Nate", "We went camping at Yosemite."),
+            ],
+        ),
+    ],
+)
+def test_it_prefers_the_turn_that_holds_the_kind_of_answer_asked_for(
+    project_scope, settings, django_capture_on_commit_callbacks, exact_rows, query, lines
+):
+    settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
+    settings.TIDELINE_SEARCH_PRIOR_SPEAKER = 0.0
+    stored = record(
+        project_scope,
+        "answer",
+        lines,
+        datetime(2023, 5, 2, tzinfo=UTC),
+        django_capture_on_commit_callbacks,
+    )
+    settings.TIDELINE_SEARCH_PRIOR_ANSWER = 0.0
+    without = turn_search(query=query, scope_ids=[project_scope.pk], limit=2)
+    assert without[0].turn.pk == stored[0].pk
+
+    settings.TIDELINE_SEARCH_PRIOR_ANSWER = 0.15
+    hits = turn_search(query=query, scope_ids=[project_scope.pk], limit=2)
+    assert hits[0].turn.pk == stored[1].pk
+    priors = {hit.turn.pk: hit.why["boosts"]["priors"] for hit in hits}
+    assert priors == {stored[0].pk: 0, stored[1].pk: pytest.approx(0.15)}
+    assert all(shares_sum_to_score(hit) for hit in hits)
+
+    # The same words in a sentence that does not open by asking get no prior.
+    plain = turn_search(
+        query=f"Tell me about it: {query.lower()}", scope_ids=[project_scope.pk], limit=2
+    )
+    assert all(hit.why["boosts"]["priors"] == 0 for hit in plain)
