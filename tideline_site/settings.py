@@ -305,9 +305,9 @@ TIDELINE_SEARCH_PRIOR_RECENCY = env_float("TIDELINE_SEARCH_PRIOR_RECENCY", 0.03,
 # Added to decision-layer narratives (seed 004's "why we chose X") when the query asks about a
 # past choice (memory/search/intent.py).
 TIDELINE_SEARCH_PRIOR_DECISION = env_float("TIDELINE_SEARCH_PRIOR_DECISION", 0.1, minimum=0.0)
-# Turn priors for questions about time (memory/search/timing.py): WHEN is added to turns that place
-# themselves in time ("yesterday", "last week", a date) when the query asks when; DAY, when the
-# query names a day, to turns of that day, fading to nothing a week after it.
+# Priors for questions about time (memory/search/timing.py): WHEN is added to turns and memories
+# that place themselves in time ("yesterday", "last week", a date) when the query asks when; DAY
+# (turns only), when the query names a day, to turns of that day, fading to nothing a week after it.
 TIDELINE_SEARCH_PRIOR_WHEN = env_float("TIDELINE_SEARCH_PRIOR_WHEN", 0.15, minimum=0.0, maximum=1.0)
 TIDELINE_SEARCH_PRIOR_DAY = env_float("TIDELINE_SEARCH_PRIOR_DAY", 0.4, minimum=0.0, maximum=1.0)
 # Added to the turns of each speaker a query names (memory/search/turn_priors.py).
@@ -319,9 +319,9 @@ TIDELINE_SEARCH_PRIOR_SPEAKER = env_float(
 TIDELINE_SEARCH_PRIOR_QUESTION = env_float(
     "TIDELINE_SEARCH_PRIOR_QUESTION", 0.1, minimum=0.0, maximum=1.0
 )
-# Added to a turn that states a number when the query opens by asking how many, much, long or
-# often, and to one that names something (a capitalised word mid-sentence) when it opens by asking
-# where (memory/search/intent.py).
+# Added to a turn or memory that states a number when the query opens by asking how many, much,
+# long or often, and to one that names something (a capitalised word mid-sentence) when it opens
+# by asking where (memory/search/intent.py).
 TIDELINE_SEARCH_PRIOR_ANSWER = env_float(
     "TIDELINE_SEARCH_PRIOR_ANSWER", 0.15, minimum=0.0, maximum=1.0
 )

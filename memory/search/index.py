@@ -12,7 +12,7 @@ import math
 import threading
 from abc import ABC, abstractmethod
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -411,6 +411,9 @@ MEMORY_COLUMNS = {
     "pinned": np.bool_,
     "weight": np.float32,
     "secret": np.bool_,
+    "mentions_time": np.bool_,
+    "states_number": np.bool_,
+    "names_proper": np.bool_,
 }
 
 
@@ -434,6 +437,16 @@ def memory_weights(
     every PostgreSQL search."""
     felt = salience(weight=weight, emotion_intensity=np.nan_to_num(intensity))
     return np.where(np.isnan(weight), importance / IMPORTANCE_LEVELS, felt)
+
+
+def answer_flags(text: str, terms: Iterable[str]) -> dict[str, bool]:
+    """The kinds of answer a row's own text (`terms`, its terms) can give, for the priors of a
+    question that asks when, how many or where (memory/search/intent.py, timing.py)."""
+    return {
+        "mentions_time": mentions_time(terms),
+        "states_number": states_number(text),
+        "names_proper": names_proper(text),
+    }
 
 
 def memory_values(row: tuple) -> dict:
@@ -469,11 +482,12 @@ class MemoryIndex(SearchIndex):
         width = len(MEMORY_FIELDS)
         terms = self._stored_terms([row[0] for row in rows], {row[0]: row[width] for row in rows})
         for row in rows:
-            blob, model_id = row[width + 1 :]
+            text, blob, model_id = row[width:]
+            own = terms.get(row[0], [])
             self._add(
                 row[0],
-                memory_values(row[:width]),
-                Counter(terms.get(row[0], [])),
+                {**memory_values(row[:width]), **answer_flags(text or "", own)},
+                Counter(own),
                 self._vector(blob, model_id),
             )
 
@@ -649,10 +663,8 @@ def _session_span_documents(
             "session": session_id,
             "seq": seq,
             "occurred_at": epoch(occurred_at, 0.0),
-            "mentions_time": mentions_time(own),
             "asks": ends_asking(content or ""),
-            "states_number": states_number(content or ""),
-            "names_proper": names_proper(content or ""),
+            **answer_flags(content or "", own),
         }
         documents.append(TurnDocument(pk, values, bag, own, blob, model_id, speaker or ""))
     return documents

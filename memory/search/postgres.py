@@ -1139,7 +1139,12 @@ def native_view(
                 "s.secret",
                 "s.importance",
                 "n.emotion_intensity",
+                # A memory's document bag holds its own terms only (a turn's also its neighbours').
+                "d.bag ?| %s::text[]",
+                "coalesce(s.search_text ~* %s, false)",
+                "coalesce(s.search_text ~ %s, false)",
             ]
+            params += [sorted(time_terms()), STATES_NUMBER, NAMES_PROPER]
             joins = (
                 "JOIN memory_memory s ON s.id = d.id "
                 "LEFT JOIN memory_narrative n ON n.memory_ptr_id = d.id"
@@ -1455,7 +1460,7 @@ def _epochs(values, default: float) -> list[float]:
 
 class MemoryView(_View, MemoryIndex):
     def _columns(self, rows) -> dict[str, list]:
-        columns = list(zip(*rows, strict=True)) if rows else [()] * 19
+        columns = list(zip(*rows, strict=True)) if rows else [()] * 22
         status, memory_type, layer, valid_from, valid_to, recorded_at = columns[8:14]
         pinned, weight, secret, importance, intensity = columns[14:19]
         return {
@@ -1472,6 +1477,9 @@ class MemoryView(_View, MemoryIndex):
                 intensity=np.array(intensity, dtype=np.float64),
             ),
             "secret": list(secret),
+            "mentions_time": list(columns[19]),
+            "states_number": list(columns[20]),
+            "names_proper": list(columns[21]),
         }
 
 

@@ -9,10 +9,12 @@ Score of a candidate (all weights are settings, see README "Search"):
     + lifecycle priors       memories only: salience (weight raised by emotion intensity),
                              pinned, recency, and decision-layer narratives when the query asks
                              about a past choice (memory/search/intent.py)
-    + turn priors            turns only: a question that asks when prefers turns that place
-                             themselves in time, one that names a day the turns of that day and
-                             the week after it, one that names a speaker that speaker's turns
-                             (memory/search/turn_priors.py)
+    + answer priors          memories and turns: a question that asks when prefers rows that place
+                             themselves in time, one that opens with how many a row that states a
+                             number, one that opens with where a row that names something
+    + turn priors            turns only: a question that names a day prefers the turns of that
+                             day and the week after it, one that names a speaker that speaker's
+                             turns (memory/search/turn_priors.py)
 
 A candidate with no lexical match needs a cosine of at least the semantic floor: pure similarity
 below it is noise, not recall. A literal keyword hit in a short query therefore always outranks
@@ -57,7 +59,7 @@ from memory.search.index import (
     SearchIndex,
     TurnIndex,
 )
-from memory.search.intent import asks_about_choice
+from memory.search.intent import asks_about_choice, asks_for_number, asks_for_place, asks_when
 from memory.search.text import query_literals, text_terms
 from memory.search.turn_priors import turn_priors
 from memory.services.errors import InvalidInput
@@ -543,6 +545,22 @@ def _memory_rank(
         decision_prior = (
             settings.TIDELINE_SEARCH_PRIOR_DECISION if asks_about_choice(query) else 0.0
         )
+        # The kind of answer asked for, as in turn search (memory/search/turn_priors.py).
+        answer_priors = [
+            (weight, column)
+            for weight, column in (
+                (settings.TIDELINE_SEARCH_PRIOR_WHEN if asks_when(query) else 0.0, "mentions_time"),
+                (
+                    settings.TIDELINE_SEARCH_PRIOR_ANSWER if asks_for_number(query) else 0.0,
+                    "states_number",
+                ),
+                (
+                    settings.TIDELINE_SEARCH_PRIOR_ANSWER if asks_for_place(query) else 0.0,
+                    "names_proper",
+                ),
+            )
+            if weight
+        ]
 
         def priors(rows: np.ndarray) -> np.ndarray:
             # In place on one float64 buffer: over 100k candidates the temporaries cost more than
@@ -562,6 +580,8 @@ def _memory_rank(
             total += recency
             if decision_prior:
                 total += decision_prior * (table["layer"][rows] == DECISION_LAYER)
+            for weight, column in answer_priors:
+                total += weight * table[column][rows]
             return total.astype(np.float32)
 
         ranked = _rank(

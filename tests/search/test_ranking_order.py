@@ -39,6 +39,9 @@ VOCABULARY = [
     "on 7 Jan 2024",
     # Last in a query, a question naming a speaker: asking turns' negative prior is part of it.
     "Amy?",
+    # First in a query, a question for a number or a place: the answer priors are part of it.
+    "How many",
+    "Where did",
 ]
 TRANSCRIPT = (
     '"Bart": I finally went to the lighthouse in Maine last weekend!\n'
@@ -146,6 +149,7 @@ def memory_store(project_scope, write_narrative):
         "Amy's sister plays the cello in Berlin",
         "处理边界条件时先写兜底逻辑",
         "Planted tomatoes in the garden on 7 Jan 2024",
+        "Ran the marathon twice with Amy",
     ]:
         write_narrative(project_scope, text)
     return project_scope
@@ -182,9 +186,17 @@ def reference_memory_ranking(query, scope_id, limit):
     from memory.models import Memory
     from memory.search.calibration import calibration_get
     from memory.search.index import LAYER_CODES
-    from memory.search.intent import asks_about_choice
+    from memory.search.intent import (
+        asks_about_choice,
+        asks_for_number,
+        asks_for_place,
+        asks_when,
+        names_proper,
+        states_number,
+    )
     from memory.search.service import search_index
     from memory.search.text import text_terms
+    from memory.search.timing import mentions_time
     from memory.services.embedding import embedder_get
 
     # On PostgreSQL in native mode, the rows a query ranks are its candidate view (every row of a
@@ -227,11 +239,21 @@ def reference_memory_ranking(query, scope_id, limit):
     high = float(cosine[eligible].max())
     age = np.maximum(0.0, (now - table["recorded_at"]) / 86400.0)
     decision = django_settings.TIDELINE_SEARCH_PRIOR_DECISION if asks_about_choice(query) else 0
+    raw = dict(Memory.objects.values_list("pk", "search_text"))
+    answer = django_settings.TIDELINE_SEARCH_PRIOR_ANSWER
+    kind = [
+        (django_settings.TIDELINE_SEARCH_PRIOR_WHEN if asks_when(query) else 0)
+        * mentions_time(text_terms(raw[int(pk)]))
+        + (answer if asks_for_number(query) else 0) * states_number(raw[int(pk)])
+        + (answer if asks_for_place(query) else 0) * names_proper(raw[int(pk)])
+        for pk in table["id"]
+    ]
     priors = (
         django_settings.TIDELINE_SEARCH_PRIOR_WEIGHT * table["weight"]
         + django_settings.TIDELINE_SEARCH_PRIOR_PINNED * table["pinned"]
         + django_settings.TIDELINE_SEARCH_PRIOR_RECENCY * np.exp2(-age / 30.0)
         + decision * (table["layer"] == LAYER_CODES["decision"])
+        + np.asarray(kind, dtype=np.float64)
     )
     score = (
         (1 - calibration.semantic_weight) * (bm25 / scale if scale else 0 * bm25)

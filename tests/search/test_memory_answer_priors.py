@@ -1,0 +1,63 @@
+"""memory_search reads the kind of answer a question asks for, as turn search does: a question
+that asks when prefers the memory that places itself in time, one that opens with how many the
+memory that states a number, one that opens with where the memory that names a place."""
+
+import pytest
+
+from memory.search import memory_search
+
+
+def shares_sum_to_score(hit) -> bool:
+    why = hit.why
+    parts = why["lexical_share"] + why["semantic_share"] + sum(why["boosts"].values())
+    return why["score"] == pytest.approx(parts, abs=3e-4)
+
+
+# On PostgreSQL, 0 makes the native backend rank a candidate view (the flags read in SQL from the
+# stored bag and text) instead of every row of the scope; the in-process index ignores it.
+@pytest.mark.parametrize("exact_rows", [2000, 0])
+@pytest.mark.parametrize(
+    ("query", "texts", "setting"),
+    [
+        (
+            "When did Nate adopt the turtles?",
+            [
+                "Nate adopted turtles, Nate adopted more turtles",
+                "Nate adopted the turtles in March",
+            ],
+            "TIDELINE_SEARCH_PRIOR_WHEN",
+        ),
+        (
+            "How many turtles does Nate have?",
+            ["Nate has turtles, Nate has more turtles than anyone", "Nate has turtles: three"],
+            "TIDELINE_SEARCH_PRIOR_ANSWER",
+        ),
+        (
+            "Where does Nate walk the dogs?",
+            ["Nate loves walking the dogs, walking dogs daily", "Nate walks the dogs at Riverside"],
+            "TIDELINE_SEARCH_PRIOR_ANSWER",
+        ),
+    ],
+)
+def test_it_prefers_the_memory_that_holds_the_kind_of_answer_asked_for(
+    project_scope, write_narrative, settings, exact_rows, query, texts, setting
+):
+    settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
+    general, answer = (write_narrative(project_scope, text) for text in texts)
+    setattr(settings, setting, 0.0)
+    without = memory_search(query=query, scope_ids=[project_scope.pk], limit=2)
+    assert [hit.memory.pk for hit in without] == [general.pk, answer.pk]
+
+    setattr(settings, setting, 0.15)
+    hits = memory_search(query=query, scope_ids=[project_scope.pk], limit=2)
+    assert [hit.memory.pk for hit in hits] == [answer.pk, general.pk]
+    before = {hit.memory.pk: hit.score for hit in without}
+    raised = {hit.memory.pk: hit.score - before[hit.memory.pk] for hit in hits}
+    assert raised == {general.pk: pytest.approx(0, abs=1e-5), answer.pk: pytest.approx(0.15)}
+    assert all(shares_sum_to_score(hit) for hit in hits)
+
+    # The same words, not opening with the question, get no such prior.
+    plain = memory_search(
+        query=f"Tell me about it: {query.lower()}", scope_ids=[project_scope.pk], limit=2
+    )
+    assert [hit.memory.pk for hit in plain] == [general.pk, answer.pk]
