@@ -306,8 +306,9 @@ TIDELINE_SEARCH_PRIOR_RECENCY = env_float("TIDELINE_SEARCH_PRIOR_RECENCY", 0.03,
 # past choice (memory/search/intent.py).
 TIDELINE_SEARCH_PRIOR_DECISION = env_float("TIDELINE_SEARCH_PRIOR_DECISION", 0.1, minimum=0.0)
 # Priors for questions about time (memory/search/timing.py): WHEN is added to turns and memories
-# that place themselves in time ("yesterday", "last week", a date) when the query asks when; DAY
-# (turns only), when the query names a day, to turns of that day, fading to nothing a week after it.
+# that place themselves in time ("yesterday", "last week", a date) when the query asks when; DAY,
+# when the query names a day, to turns of that day (memories valid from it), fading to nothing a
+# week after it.
 TIDELINE_SEARCH_PRIOR_WHEN = env_float("TIDELINE_SEARCH_PRIOR_WHEN", 0.15, minimum=0.0, maximum=1.0)
 TIDELINE_SEARCH_PRIOR_DAY = env_float("TIDELINE_SEARCH_PRIOR_DAY", 0.4, minimum=0.0, maximum=1.0)
 # Added to the turns of each speaker a query names (memory/search/turn_priors.py).

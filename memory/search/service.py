@@ -59,8 +59,9 @@ from memory.search.index import (
     SearchIndex,
     TurnIndex,
 )
-from memory.search.intent import asks_about_choice, asks_for_number, asks_for_place, asks_when
+from memory.search.intent import asks_about_choice, asks_for_number, asks_for_place
 from memory.search.text import query_literals, text_terms
+from memory.search.timing import time_priors
 from memory.search.turn_priors import turn_priors
 from memory.services.errors import InvalidInput
 
@@ -545,11 +546,14 @@ def _memory_rank(
         decision_prior = (
             settings.TIDELINE_SEARCH_PRIOR_DECISION if asks_about_choice(query) else 0.0
         )
-        # The kind of answer asked for, as in turn search (memory/search/turn_priors.py).
+        # When it happened and the kind of answer asked for, as in turn search
+        # (memory/search/turn_priors.py): a memory happened at its valid_from.
+        timed = time_priors(
+            query=query, occurred_at=table["valid_from"], mentions=table["mentions_time"]
+        )
         answer_priors = [
             (weight, column)
             for weight, column in (
-                (settings.TIDELINE_SEARCH_PRIOR_WHEN if asks_when(query) else 0.0, "mentions_time"),
                 (
                     settings.TIDELINE_SEARCH_PRIOR_ANSWER if asks_for_number(query) else 0.0,
                     "states_number",
@@ -582,6 +586,8 @@ def _memory_rank(
                 total += decision_prior * (table["layer"][rows] == DECISION_LAYER)
             for weight, column in answer_priors:
                 total += weight * table[column][rows]
+            if timed is not None:
+                total += timed(rows)
             return total.astype(np.float32)
 
         ranked = _rank(

@@ -104,11 +104,12 @@ def days_named(query: str) -> list[date]:
     return list(dict.fromkeys(day for day in found if day is not None))
 
 
-def turn_time_priors(
+def time_priors(
     *, query: str, occurred_at: np.ndarray, mentions: np.ndarray
 ) -> Callable[[np.ndarray], np.ndarray] | None:
-    """The time priors of `query` over a turn table's rows (occurred_at epochs, mentions_time
-    flags), or None when the query asks nothing about time."""
+    """The time priors of `query` over a table's rows (when each happened, as epochs: a turn's
+    occurred_at, a memory's valid_from; mentions_time flags), or None when the query asks nothing
+    about time."""
     asks = asks_when(query) and settings.TIDELINE_SEARCH_PRIOR_WHEN > 0
     days = days_named(query) if settings.TIDELINE_SEARCH_PRIOR_DAY > 0 else []
     if not asks and not days:

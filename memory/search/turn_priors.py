@@ -30,7 +30,7 @@ from django.conf import settings
 
 from memory.search.index import TurnIndex
 from memory.search.intent import asks_for_number, asks_for_place, ends_asking
-from memory.search.timing import turn_time_priors
+from memory.search.timing import time_priors
 
 
 def turn_priors(
@@ -54,7 +54,7 @@ def turn_priors(
         if best > 0:
             share = np.float32(settings.TIDELINE_SEARCH_EXPANSION_WEIGHT / best)
             parts.append(lambda rows: share * extra[rows])
-    timed = turn_time_priors(
+    timed = time_priors(
         query=query, occurred_at=table["occurred_at"], mentions=table["mentions_time"]
     )
     if timed is not None:

@@ -1,6 +1,9 @@
 """memory_search reads the kind of answer a question asks for, as turn search does: a question
-that asks when prefers the memory that places itself in time, one that opens with how many the
-memory that states a number, one that opens with where the memory that names a place."""
+that asks when prefers the memory that places itself in time, one that names a day the memories
+valid from that day or the week after, one that opens with how many the memory that states a
+number, one that opens with where the memory that names a place."""
+
+from datetime import UTC, datetime
 
 import pytest
 
@@ -61,3 +64,36 @@ def test_it_prefers_the_memory_that_holds_the_kind_of_answer_asked_for(
         query=f"Tell me about it: {query.lower()}", scope_ids=[project_scope.pk], limit=2
     )
     assert [hit.memory.pk for hit in plain] == [general.pk, answer.pk]
+
+
+@pytest.mark.parametrize("exact_rows", [2000, 0])
+def test_it_prefers_the_memories_of_a_named_day_and_the_week_after(
+    project_scope, write_narrative, settings, exact_rows
+):
+    settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
+    june = write_narrative(
+        project_scope,
+        "James went bowling with his brother",
+        valid_from=datetime(2022, 6, 1, tzinfo=UTC),
+    )
+    march = write_narrative(
+        project_scope,
+        "James and his brother spent the whole afternoon bowling",
+        valid_from=datetime(2022, 3, 17, tzinfo=UTC),
+    )
+    query = "What was James doing with his brother on March 16, 2022?"
+    settings.TIDELINE_SEARCH_PRIOR_DAY = 0.0
+    without = memory_search(query=query, scope_ids=[project_scope.pk], limit=2)
+    assert [hit.memory.pk for hit in without] == [june.pk, march.pk]
+
+    settings.TIDELINE_SEARCH_PRIOR_DAY = 0.4
+    hits = memory_search(query=query, scope_ids=[project_scope.pk], limit=2)
+    assert [hit.memory.pk for hit in hits] == [march.pk, june.pk]
+    before = {hit.memory.pk: hit.score for hit in without}
+    raised = {hit.memory.pk: hit.score - before[hit.memory.pk] for hit in hits}
+    # A day after the named day the prior has faded by a seventh; June is past the week.
+    assert raised == {
+        march.pk: pytest.approx(0.4 * (1 - 1 / 7), abs=1e-4),
+        june.pk: pytest.approx(0, abs=1e-5),
+    }
+    assert all(shares_sum_to_score(hit) for hit in hits)

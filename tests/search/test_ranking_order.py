@@ -148,10 +148,11 @@ def memory_store(project_scope, write_narrative):
         "Bart bought a blue whale mug at the lighthouse in Maine",
         "Amy's sister plays the cello in Berlin",
         "处理边界条件时先写兜底逻辑",
-        "Planted tomatoes in the garden on 7 Jan 2024",
         "Ran the marathon twice with Amy",
     ]:
         write_narrative(project_scope, text)
+    # Valid from the day it names: a query naming that day raises it.
+    write_narrative(project_scope, "Planted tomatoes in the garden on 7 Jan 2024", valid_from=WHEN)
     return project_scope
 
 
@@ -196,7 +197,7 @@ def reference_memory_ranking(query, scope_id, limit):
     )
     from memory.search.service import search_index
     from memory.search.text import text_terms
-    from memory.search.timing import mentions_time
+    from memory.search.timing import days_named, mentions_time
     from memory.services.embedding import embedder_get
 
     # On PostgreSQL in native mode, the rows a query ranks are its candidate view (every row of a
@@ -241,9 +242,23 @@ def reference_memory_ranking(query, scope_id, limit):
     decision = django_settings.TIDELINE_SEARCH_PRIOR_DECISION if asks_about_choice(query) else 0
     raw = dict(Memory.objects.values_list("pk", "search_text"))
     answer = django_settings.TIDELINE_SEARCH_PRIOR_ANSWER
+    valid_from = dict(Memory.objects.values_list("pk", "valid_from"))
+
+    def near_a_named_day(pk) -> float:
+        # Full on the day, fading to nothing 7 days after it and 1 day before it.
+        moment = valid_from[pk]
+        fades = [
+            (moment - datetime(day.year, day.month, day.day, tzinfo=UTC)).total_seconds() / 86400
+            for day in days_named(query)
+        ]
+        return max(
+            [max(0.0, 1 - fade / 7 if fade >= 0 else 1 + fade) for fade in fades], default=0.0
+        )
+
     kind = [
         (django_settings.TIDELINE_SEARCH_PRIOR_WHEN if asks_when(query) else 0)
         * mentions_time(text_terms(raw[int(pk)]))
+        + django_settings.TIDELINE_SEARCH_PRIOR_DAY * near_a_named_day(int(pk))
         + (answer if asks_for_number(query) else 0) * states_number(raw[int(pk)])
         + (answer if asks_for_place(query) else 0) * names_proper(raw[int(pk)])
         for pk in table["id"]
