@@ -81,7 +81,9 @@ _NUMBER_QUESTIONS = [
     r"^\W*(en )?cu[áa]nt[oa]s?\b",
 ]
 _PLACE_QUESTIONS = [
-    r"^\W*where (did|does|do|is|was|were|are|will|would|has|have|had|can|could|should)\b",
+    # "Where are we with the plan?" and "where do I start?" ask how far the work got, not a place.
+    r"^\W*where (?!(are|were) we\b|(do|did|should|shall|can) (we|i) (start|begin|stand|leave|"
+    r"left|go from here)\b)(did|does|do|is|was|were|are|will|would|has|have|had|can|could|should)\b",
     r"^\W*(in )?(which|what) (city|cities|country|countries|state|states|town|place|places)\b",
     r"^\W*(en |a |de )?d[óo]nde\b",
     r"^\W*(en )?qu[ée] (ciudad|pa[íi]s|lugar)\b",

@@ -115,6 +115,10 @@ def test_it_reads_which_texts_end_asking(text, expected):
         # A dialogue-length query says these in passing; only the opening counts.
         ("Honestly I still feel overwhelmed by how much I have to do.", False, False),
         ("Let's discuss specific situations where I can use these phrases.", False, False),
+        # Where the work got to, not a place.
+        ("Where are we with our previous script? What should be done next?", False, False),
+        ("where do we start with the contract law revision", False, False),
+        ("Where did we go for dinner in Lisbon?", False, True),
     ],
 )
 def test_it_recognises_a_question_about_a_number_or_a_place(query, number, place):
