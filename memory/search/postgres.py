@@ -78,7 +78,14 @@ from memory.search.index import (
     memory_weights,
     turn_documents,
 )
-from memory.search.intent import NAMES_PROPER, QUESTION_END, STATES_NUMBER
+from memory.search.intent import (
+    NAMES_PROPER,
+    QUESTION_END,
+    STATES_NUMBER,
+    asks_for_number,
+    asks_for_place,
+    asks_when,
+)
 from memory.search.text import query_literals, text_terms
 from memory.search.timing import time_terms
 
@@ -1125,7 +1132,16 @@ def native_view(
             else "NULL"
         )
         params += params_provisional
-        # The filter columns are read live from the stored rows, epochs as floats.
+        # The filter columns are read live from the stored rows, epochs as floats. A view serves one
+        # query, and a pattern over every candidate's text costs about 8 µs a row here, so a flag
+        # is computed only when this query's priors read it (memory/search/intent.py).
+        text = "s.search_text" if kind == "memory" else "s.content"
+        number, place = asks_for_number(query), asks_for_place(query)
+        answer_columns = [
+            f"coalesce({text} ~* %s, false)" if number else "false",
+            f"coalesce({text} ~ %s, false)" if place else "false",
+        ]
+        answer_params = ([STATES_NUMBER] if number else []) + ([NAMES_PROPER] if place else [])
         if kind == "memory":
             columns += [
                 "s.status",
@@ -1140,11 +1156,10 @@ def native_view(
                 "s.importance",
                 "n.emotion_intensity",
                 # A memory's document bag holds its own terms only (a turn's also its neighbours').
-                "d.bag ?| %s::text[]",
-                "coalesce(s.search_text ~* %s, false)",
-                "coalesce(s.search_text ~ %s, false)",
+                "d.bag ?| %s::text[]" if asks_when(query) else "false",
+                *answer_columns,
             ]
-            params += [sorted(time_terms()), STATES_NUMBER, NAMES_PROPER]
+            params += ([sorted(time_terms())] if asks_when(query) else []) + answer_params
             joins = (
                 "JOIN memory_memory s ON s.id = d.id "
                 "LEFT JOIN memory_narrative n ON n.memory_ptr_id = d.id"
@@ -1157,10 +1172,9 @@ def native_view(
                 "d.own && %s::text[]",
                 "s.speaker",
                 "coalesce(s.content ~ %s, false)",
-                "coalesce(s.content ~* %s, false)",
-                "coalesce(s.content ~ %s, false)",
+                *answer_columns,
             ]
-            params += [sorted(time_terms()), QUESTION_END, STATES_NUMBER, NAMES_PROPER]
+            params += [sorted(time_terms()), QUESTION_END, *answer_params]
             joins = "JOIN memory_contextturn s ON s.id = d.id"
         select = f"SELECT {', '.join(columns)} FROM {table} d {joins}"
         if exact:
