@@ -8,12 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memory.search import memory_search
-
-
-def shares_sum_to_score(hit) -> bool:
-    why = hit.why
-    parts = why["lexical_share"] + why["semantic_share"] + sum(why["boosts"].values())
-    return why["score"] == pytest.approx(parts, abs=3e-4)
+from tests.search.why import shares_sum_to_score
 
 
 # On PostgreSQL, 0 makes the native backend rank a candidate view (the flags read in SQL from the

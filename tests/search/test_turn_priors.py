@@ -11,6 +11,7 @@ from memory.search import turn_search
 from memory.search.text import text_terms
 from memory.search.timing import days_named, mentions_time
 from tests.search.turns import record
+from tests.search.why import shares_sum_to_score
 
 
 @pytest.fixture(autouse=True)
@@ -18,12 +19,6 @@ def no_expansion(settings):
     """Each prior here is measured alone; query expansion, a prior too, has its own tests
     (test_expansion.py)."""
     settings.TIDELINE_SEARCH_EXPANSION_WEIGHT = 0.0
-
-
-def shares_sum_to_score(hit) -> bool:
-    why = hit.why
-    parts = why["lexical_share"] + why["semantic_share"] + sum(why["boosts"].values())
-    return why["score"] == pytest.approx(parts, abs=3e-4)
 
 
 @pytest.mark.parametrize(
