@@ -8,6 +8,10 @@ phrases that name a decision's reason. False positives only add a small prior to
 """
 
 import re
+from collections.abc import Callable
+
+import numpy as np
+from django.conf import settings
 
 _CHOICE_QUESTIONS = [
     # English: "why did we choose/pick/go with …", "what did we decide", "reason we use …"
@@ -100,6 +104,27 @@ def asks_for_number(query: str) -> bool:
 def asks_for_place(query: str) -> bool:
     """Whether the query opens by asking where, or which city, country or place."""
     return bool(_PLACE.search(query))
+
+
+def answer_priors(
+    *, query: str, number_flags: np.ndarray, name_flags: np.ndarray
+) -> Callable[[np.ndarray], np.ndarray] | None:
+    """`TIDELINE_SEARCH_PRIOR_ANSWER` over a table's rows (turns or memories) for the rows that hold
+    the kind of answer `query` opens by asking for (their states_number and names_proper flags),
+    or None when it asks for neither."""
+    weight = np.float32(settings.TIDELINE_SEARCH_PRIOR_ANSWER)
+    flags = [
+        column
+        for asks_for, column in ((asks_for_number, number_flags), (asks_for_place, name_flags))
+        if asks_for(query)
+    ]
+    if not weight or not flags:
+        return None
+
+    def priors(rows: np.ndarray) -> np.ndarray:
+        return weight * sum(column[rows].astype(np.float32) for column in flags)
+
+    return priors
 
 
 # A turn states a number when it holds a digit or a number word; it names something when a

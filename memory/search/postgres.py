@@ -1136,7 +1136,7 @@ def native_view(
         # query, and a pattern over every candidate's text costs about 8 µs a row here, so a flag
         # is computed only when this query's priors read it (memory/search/intent.py).
         text = "s.search_text" if kind == "memory" else "s.content"
-        number, place = asks_for_number(query), asks_for_place(query)
+        number, place, when = asks_for_number(query), asks_for_place(query), asks_when(query)
         answer_columns = [
             f"coalesce({text} ~* %s, false)" if number else "false",
             f"coalesce({text} ~ %s, false)" if place else "false",
@@ -1156,10 +1156,10 @@ def native_view(
                 "s.importance",
                 "n.emotion_intensity",
                 # A memory's document bag holds its own terms only (a turn's also its neighbours').
-                "d.bag ?| %s::text[]" if asks_when(query) else "false",
+                "d.bag ?| %s::text[]" if when else "false",
                 *answer_columns,
             ]
-            params += ([sorted(time_terms())] if asks_when(query) else []) + answer_params
+            params += ([sorted(time_terms())] if when else []) + answer_params
             joins = (
                 "JOIN memory_memory s ON s.id = d.id "
                 "LEFT JOIN memory_narrative n ON n.memory_ptr_id = d.id"

@@ -59,7 +59,7 @@ from memory.search.index import (
     SearchIndex,
     TurnIndex,
 )
-from memory.search.intent import asks_about_choice, asks_for_number, asks_for_place
+from memory.search.intent import answer_priors, asks_about_choice
 from memory.search.text import query_literals, text_terms
 from memory.search.timing import time_priors
 from memory.search.turn_priors import turn_priors
@@ -551,20 +551,9 @@ def _memory_rank(
         timed = time_priors(
             query=query, occurred_at=table["valid_from"], mentions=table["mentions_time"]
         )
-        answer_priors = [
-            (weight, column)
-            for weight, column in (
-                (
-                    settings.TIDELINE_SEARCH_PRIOR_ANSWER if asks_for_number(query) else 0.0,
-                    "states_number",
-                ),
-                (
-                    settings.TIDELINE_SEARCH_PRIOR_ANSWER if asks_for_place(query) else 0.0,
-                    "names_proper",
-                ),
-            )
-            if weight
-        ]
+        answered = answer_priors(
+            query=query, number_flags=table["states_number"], name_flags=table["names_proper"]
+        )
 
         def priors(rows: np.ndarray) -> np.ndarray:
             # In place on one float64 buffer: over 100k candidates the temporaries cost more than
@@ -584,8 +573,8 @@ def _memory_rank(
             total += recency
             if decision_prior:
                 total += decision_prior * (table["layer"][rows] == DECISION_LAYER)
-            for weight, column in answer_priors:
-                total += weight * table[column][rows]
+            if answered is not None:
+                total += answered(rows)
             if timed is not None:
                 total += timed(rows)
             return total.astype(np.float32)

@@ -29,7 +29,7 @@ import numpy as np
 from django.conf import settings
 
 from memory.search.index import TurnIndex
-from memory.search.intent import asks_for_number, asks_for_place, ends_asking
+from memory.search.intent import answer_priors, ends_asking
 from memory.search.timing import time_priors
 
 
@@ -69,11 +69,11 @@ def turn_priors(
     if named and penalty and ends_asking(query):
         asks = table["asks"]
         parts.append(lambda rows: np.float32(-penalty) * asks[rows])
-    answer = settings.TIDELINE_SEARCH_PRIOR_ANSWER
-    for asks_for, column in ((asks_for_number, "states_number"), (asks_for_place, "names_proper")):
-        if answer and asks_for(query):
-            flags = table[column]
-            parts.append(lambda rows, flags=flags: np.float32(answer) * flags[rows])
+    answered = answer_priors(
+        query=query, number_flags=table["states_number"], name_flags=table["names_proper"]
+    )
+    if answered is not None:
+        parts.append(answered)
     if not parts:
         return None
 
