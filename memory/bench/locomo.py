@@ -88,6 +88,18 @@ def conversation_sessions(conversation: dict) -> list[tuple[int, datetime, list[
     ]
 
 
+def turn_text(turn: dict) -> str:
+    """A turn's text, with the caption of the picture it shared."""
+    if turn.get("blip_caption"):
+        return f"{turn['text']} and shared {turn['blip_caption']}"
+    return turn["text"]
+
+
+def turn_memory_text(turn: dict) -> str:
+    """A turn as the narrative memory `--block` stores it."""
+    return f'{turn["speaker"]} said, "{turn_text(turn)}"'
+
+
 def _import(sample: dict, run_tag: str) -> tuple[int, dict[str, tuple[str, datetime]]]:
     """One conversation into its own scope; returns the scope id and {dia_id: (document text,
     date)} of the turns stored."""
@@ -110,9 +122,7 @@ def _import(sample: dict, run_tag: str) -> tuple[int, dict[str, tuple[str, datet
         )
         inputs = []
         for turn in turns:
-            text = turn["text"]
-            if turn.get("blip_caption"):
-                text = f"{text} and shared {turn['blip_caption']}"
+            text = turn_text(turn)
             inputs.append(
                 TurnInput(
                     role="user",
@@ -122,7 +132,7 @@ def _import(sample: dict, run_tag: str) -> tuple[int, dict[str, tuple[str, datet
                     meta={"dia_id": turn["dia_id"]},
                 )
             )
-            stored[turn["dia_id"]] = (f'{turn["speaker"]} said, "{text}"', date)
+            stored[turn["dia_id"]] = (turn_memory_text(turn), date)
         turns_record(session_id=session.pk, turns=inputs)
     return scope.pk, stored
 

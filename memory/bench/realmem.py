@@ -18,6 +18,7 @@ import re
 import statistics
 import time
 from collections import Counter
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -123,35 +124,40 @@ def bm25_sessions_ranked(
 ) -> list[list[str]]:
     r"""The protocol's plain-BM25 floor at session unit, for each query (in `persona_queries`'
     order): the uuids of the sessions strictly before its own, best first. A session is all its
-    turns' text as one document of lowercased \w+ tokens, no stemming or stop words, Lucene's idf.
-    Computed here so every category has a floor; the README gives only the overall figure."""
-    bags = [
-        Counter(
-            _WORD.findall(
-                " ".join(turn.get("content", "") for turn in session["dialogue_turns"]).lower()
-            )
-        )
+    turns' text as one document. Computed here so every category has a floor; the README gives
+    only the overall figure."""
+    documents = [
+        " ".join(turn.get("content", "") for turn in session["dialogue_turns"])
         for session in dialogues
     ]
+    ranked = bm25_ranked(documents, [(position, text) for position, _, text, _ in queries])
+    return [[dialogues[n]["session_uuid"] for n in order] for order in ranked]
+
+
+def bm25_ranked(documents: list[str], queries: list[tuple[int, str]]) -> list[list[int]]:
+    r"""Plain BM25 (k1 1.5, b 0.75; lowercased \w+ tokens, no stemming or stop words, Lucene's
+    idf): for each (cutoff, text), the positions of `documents[:cutoff]` best first, collection
+    statistics over those documents alone (what was stored when the query was asked)."""
+    bags = [Counter(_WORD.findall(document.lower())) for document in documents]
     lengths = [sum(bag.values()) for bag in bags]
-    ranked: list[list[str]] = [[] for _ in queries]
-    # Document frequencies over the sessions before a query, grown as the queries move forward.
+    ranked: list[list[int]] = [[] for _ in queries]
+    # Document frequencies over the documents before a query, grown as the queries move forward.
     frequency: Counter = Counter()
     counted = 0
     for slot in sorted(range(len(queries)), key=lambda at: queries[at][0]):
-        position, _, text, _ = queries[slot]
-        for n in range(counted, position):
+        cutoff, text = queries[slot]
+        for n in range(counted, cutoff):
             frequency.update(bags[n].keys())
-        counted = max(counted, position)
-        mean_length = sum(lengths[:position]) / max(position, 1)
+        counted = max(counted, cutoff)
+        mean_length = sum(lengths[:cutoff]) / max(cutoff, 1)
         # Each occurrence of a query word counts, as in the usual BM25 implementations.
         weights = [
-            (term, math.log(1 + (position - frequency[term] + 0.5) / (frequency[term] + 0.5)))
+            (term, math.log(1 + (cutoff - frequency[term] + 0.5) / (frequency[term] + 0.5)))
             for term in _WORD.findall(text.lower())
             if frequency[term]
         ]
         scores = []
-        for n in range(position):
+        for n in range(cutoff):
             norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths[n] / max(mean_length, 1e-9))
             score = sum(
                 idf * bags[n][term] * (BM25_K1 + 1) / (bags[n][term] + norm)
@@ -159,7 +165,7 @@ def bm25_sessions_ranked(
                 if term in bags[n]
             )
             scores.append((-score, n))
-        ranked[slot] = [dialogues[n]["session_uuid"] for _, n in sorted(scores)]
+        ranked[slot] = [n for _, n in sorted(scores)]
     return ranked
 
 
@@ -374,7 +380,8 @@ def figures_print(figures: dict, out) -> None:
     )
 
 
-def run(command, options) -> None:
+def dataset_files(options) -> list[Path]:
+    """The persona files `--data`, `--persona` and `--personas` choose, each checked to be RealMem."""
     path = Path(options["data"])
     files = sorted(path.glob("*.json")) if path.is_dir() else [path]
     if not files or not all(f.is_file() for f in files):
@@ -392,14 +399,29 @@ def run(command, options) -> None:
         files = files[: options["personas"]]
     if not files:
         raise CommandError("no persona matches --persona")
+    return files
+
+
+@contextmanager
+def scratch_database(options, out):
+    """A throwaway test database for the run unless `--in-place`."""
+    if options["in_place"]:
+        yield
+        return
+    out("creating a scratch database (nothing is written to the configured store)…")
+    old_name = connection.settings_dict["NAME"]
+    connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    try:
+        yield
+    finally:
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+
+
+def run(command, options) -> None:
+    files = dataset_files(options)
     out = command.stdout.write
     run_tag = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-    old_name = None
-    if not options["in_place"]:
-        out("creating a scratch database (nothing is written to the configured store)…")
-        old_name = connection.settings_dict["NAME"]
-        connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
-    try:
+    with scratch_database(options, out):
         started = time.perf_counter()
         bar = command.progress(total=len(files), desc="RealMem personas", unit="persona")
         figures = evaluate(
@@ -414,6 +436,3 @@ def run(command, options) -> None:
         out(f"  total {time.perf_counter() - started:.0f} s")
         out("")
         figures_print(figures, out)
-    finally:
-        if old_name is not None:
-            connection.creation.destroy_test_db(old_name, verbosity=0)

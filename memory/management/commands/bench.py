@@ -14,6 +14,7 @@ from memory.management.progress import ProgressCommand
 BENCHMARKS = {
     "locomo": "memory.bench.locomo",
     "realmem": "memory.bench.realmem",
+    "realmem-memories": "memory.bench.realmem_memories",
     "search": "memory.bench.search",
     "inject": "injection.bench",
     "dream": "dream.bench",

