@@ -269,16 +269,24 @@ TIDELINE_EMBEDDER_RETRIES = env_int("TIDELINE_EMBEDDER_RETRIES", 2, minimum=0, m
 TIDELINE_EMBEDDER_BATCH = env_int("TIDELINE_EMBEDDER_BATCH", 64, minimum=1, maximum=2048)
 
 # --- Search (DESIGN §4; memory/search). Defaults measured on LoCoMo, see README "Search". --------
-# BM25 term saturation and length normalisation (0.5 beats the textbook 0.75 on short texts; turn
-# documents have their own b below).
+# BM25 term saturation and the memories' length normalisation. A memory's length says how much
+# detail it keeps more than how diluted it is: b 0.2 against 0.5, chosen on LoCoMo's turns as
+# memories (conversations 0-4: R@5 58.9 -> 60.6) and confirmed on 5-9 (60.0 -> 61.0) and on RealMem's
+# extracted memories (`bench realmem-memories`: R@10 0.469 -> 0.481, MRR 0.337 -> 0.357, R@5 flat,
+# 0.356 -> 0.355); tools/recall/README.md. Turn and session documents have their own b below.
 TIDELINE_SEARCH_BM25_K1 = env_float("TIDELINE_SEARCH_BM25_K1", 1.2, minimum=0.0, maximum=5.0)
-TIDELINE_SEARCH_BM25_B = env_float("TIDELINE_SEARCH_BM25_B", 0.5, minimum=0.0, maximum=1.0)
+TIDELINE_SEARCH_BM25_B = env_float("TIDELINE_SEARCH_BM25_B", 0.2, minimum=0.0, maximum=1.0)
 # Turns' own b: a turn's document holds its neighbours' terms too, so its length says more about
 # how talkative that stretch of conversation was than about how diluted the turn is, and the turns
 # that state facts are the long ones. Tuned on LoCoMo 0–4 and RealMem's first four personas,
 # confirmed on the other halves (tools/recall/README.md).
 TIDELINE_SEARCH_TURN_BM25_B = env_float(
     "TIDELINE_SEARCH_TURN_BM25_B", 0.2, minimum=0.0, maximum=1.0
+)
+# A whole session as one document (session_search): its own b, tuned with the session weights on
+# LoCoMo and RealMem (tools/recall/README.md) and kept apart from the memories' b.
+TIDELINE_SEARCH_SESSION_BM25_B = env_float(
+    "TIDELINE_SEARCH_SESSION_BM25_B", 0.5, minimum=0.0, maximum=1.0
 )
 # Share of the final score given to (min-max normalised) cosine similarity; the rest is BM25. This
 # and the floors below apply to models without a row in memory/search/calibration.py.

@@ -214,7 +214,7 @@ def _session_bm25(index, terms: list[str], rows: np.ndarray, slot: np.ndarray, c
     lengths = np.bincount(slot[rows], weights=index.table["length"][rows], minlength=count)
     average = float(lengths.mean()) or 1.0
     k1 = settings.TIDELINE_SEARCH_BM25_K1 * _bag_factor()
-    b = settings.TIDELINE_SEARCH_BM25_B
+    b = settings.TIDELINE_SEARCH_SESSION_BM25_B
     norm = k1 * (1 - b + b * lengths / average)
     for term in dict.fromkeys(terms):
         posting = index.postings.get(term)

@@ -20,14 +20,14 @@ from tests.search.why import shares_sum_to_score
         (
             "When did Nate adopt the turtles?",
             [
-                "Nate adopted turtles, Nate adopted more turtles",
+                "Nate adopted turtles, adopted more turtles",
                 "Nate adopted the turtles in March",
             ],
             "TIDELINE_SEARCH_PRIOR_WHEN",
         ),
         (
             "How many turtles does Nate have?",
-            ["Nate has turtles, Nate has more turtles than anyone", "Nate has turtles: three"],
+            ["Nate has turtles, more turtles than anyone", "Nate has turtles: three"],
             "TIDELINE_SEARCH_PRIOR_ANSWER",
         ),
         (

@@ -239,3 +239,21 @@ def test_it_refuses_bad_input(project_scope, arguments):
     arguments = {"scope_ids": [project_scope.pk], **arguments}
     with pytest.raises(InvalidInput):
         session_search(**arguments)
+
+
+def test_it_normalises_a_session_by_its_own_length_setting(settings, project_scope, plan_and_aside):
+    plan, _ = plan_and_aside
+
+    def lexical():
+        hits = session_search(query=QUESTION, scope_ids=[project_scope.pk])
+        return {hit.session.pk: hit.why["lexical_score"] for hit in hits}
+
+    settings.TIDELINE_SEARCH_SESSION_BM25_B = 0.0
+    flat = lexical()
+    # The memories' b does not reach sessions.
+    settings.TIDELINE_SEARCH_BM25_B = 1.0
+    assert lexical() == flat
+    # The plan's session is the longest (small talk between its lines): normalised by its length,
+    # its words weigh less.
+    settings.TIDELINE_SEARCH_SESSION_BM25_B = 1.0
+    assert lexical()[plan.pk] < flat[plan.pk]

