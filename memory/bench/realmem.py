@@ -50,7 +50,8 @@ BM25_K1 = 1.5
 BM25_B = 0.75
 
 
-def add_arguments(parser) -> None:
+def dataset_arguments(parser) -> None:
+    """The arguments every RealMem bench takes: which persona files, and where to import them."""
     parser.add_argument("--data", required=True, help="RealMem dataset directory (or one file)")
     parser.add_argument(
         "--personas", type=int, default=0, help="only the first N personas by file name (0 = all)"
@@ -62,6 +63,15 @@ def add_arguments(parser) -> None:
         help="only personas whose file name contains this (repeatable)",
     )
     parser.add_argument(
+        "--in-place",
+        action="store_true",
+        help="import into the configured database instead of a scratch one (tests use this)",
+    )
+
+
+def add_arguments(parser) -> None:
+    dataset_arguments(parser)
+    parser.add_argument(
         "--sessions",
         type=int,
         default=0,
@@ -72,11 +82,6 @@ def add_arguments(parser) -> None:
         "--block",
         action="store_true",
         help="also store user turns as memories and measure memory_search vs the per-turn block",
-    )
-    parser.add_argument(
-        "--in-place",
-        action="store_true",
-        help="import into the configured database instead of a scratch one (tests use this)",
     )
 
 

@@ -29,6 +29,7 @@ from memory.bench.realmem import (
     _figures,
     _truthy,
     bm25_ranked,
+    dataset_arguments,
     dataset_files,
     scratch_database,
     session_day,
@@ -40,21 +41,7 @@ HALVES = ("tune", "held-out")
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--data", required=True, help="RealMem dataset directory (or one file)")
-    parser.add_argument(
-        "--personas", type=int, default=0, help="only the first N personas by file name (0 = all)"
-    )
-    parser.add_argument(
-        "--persona",
-        action="append",
-        default=[],
-        help="only personas whose file name contains this (repeatable)",
-    )
-    parser.add_argument(
-        "--in-place",
-        action="store_true",
-        help="import into the configured database instead of a scratch one (tests use this)",
-    )
+    dataset_arguments(parser)
 
 
 def memory_text(content) -> str:
