@@ -12,7 +12,8 @@ each conversation in its own scope). Each argument is one variant (JSON): any `T
 half-life in days; and `"clock": "query"`, which ranks as if asked at the query's moment (RealMem:
 its session's start; LoCoMo: the day after the last session) instead of today, for the recency
 prior (every stored memory is months old today, so its recency prior is flat). `{}` is the
-default ranking. `sentences`: see `sentences_install`.
+default ranking. `sentences`: see `sentences_install`; `query_terms` and `coverage`: see
+`lexical_install`.
 Collection statistics include a persona's later memories, so RealMem figures differ from the
 bench's by a little: compare variants here, quote the bench for the product.
 
@@ -22,11 +23,13 @@ per category) and LoCoMo (tune: conversations 0-4; held-out: 5-9; per category),
 
 import dataclasses
 import json
+import math
 import os
 import re
 import statistics
 import sys
 import time
+from collections import Counter
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -37,6 +40,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tideline_site.settings")
 import django
 
 django.setup()
+import numpy as np
 from django.core.management import call_command
 from django.test import override_settings
 
@@ -56,6 +60,7 @@ HALF_LIFE = service.RECENCY_HALF_LIFE_DAYS
 ORIGINAL_QUERY_VECTOR = service._query_vector
 ORIGINAL_COSINES = SearchIndex.cosines
 ORIGINAL_EXACT = SearchIndex.exact_cosines
+ORIGINAL_BM25 = SearchIndex.bm25
 
 
 def keys_path() -> Path:
@@ -145,6 +150,66 @@ def sentences_install(spec: dict | None) -> None:
     SearchIndex.exact_cosines = exact
 
 
+def _idf(index: SearchIndex, term: str, stats_rows, total: int) -> float:
+    posting = index.postings.get(term)
+    df = int(stats_rows[posting[0]].sum()) if posting is not None else 0
+    return math.log(1 + (total - df + 0.5) / (df + 0.5)) if df else 0.0
+
+
+def lexical_install(query_terms: dict | None, coverage: dict | None) -> None:
+    """Memories' BM25 reweighted for a long query. `query_terms` ({"k3": k, "cap": n}): a query
+    term repeated q times weighs (k + 1) q / (k + q) instead of once, and only the n terms of
+    highest idf x that weight count. `coverage` ({"share": a, "min_terms": n}): for a query of at
+    least n distinct terms, the lexical part becomes (1 - a) BM25 / best + a x the share of the
+    memory's own idf mass that the query's terms cover (rescaled to the best BM25), so a short
+    memory the query says all of beats a long one it touches in passing. Without either, the
+    index's own BM25."""
+    SearchIndex.bm25 = ORIGINAL_BM25
+    if not query_terms and not coverage:
+        return
+    masses: dict = {}
+
+    def memory_mass(index, stats_rows, total):
+        key = (index.table.size, total, hash(np.flatnonzero(stats_rows).tobytes()))
+        if key not in masses:
+            mass = np.zeros(index.table.size)
+            for term in list(index.postings._lists):
+                rows = index.postings.get(term)[0]
+                if stats_rows[rows].any():
+                    mass[rows] += _idf(index, term, stats_rows, total)
+            masses[key] = mass
+        return masses[key]
+
+    def bm25(self, terms, eligible, stats_rows):
+        if self.kind != "memory" or not terms or not stats_rows.any():
+            return ORIGINAL_BM25(self, terms, eligible, stats_rows)
+        total = int(stats_rows.sum())
+        counts = Counter(terms)
+        if query_terms:
+            k3 = query_terms.get("k3")
+            weight = {t: 1.0 if k3 is None else (k3 + 1) * q / (k3 + q) for t, q in counts.items()}
+            kept = sorted(counts, key=lambda t: -_idf(self, t, stats_rows, total) * weight[t])
+            scores = np.zeros(self.table.size, dtype=np.float32)
+            for term in kept[: query_terms.get("cap") or len(kept)]:
+                scores += weight[term] * ORIGINAL_BM25(self, [term], eligible, stats_rows)
+        else:
+            scores = ORIGINAL_BM25(self, terms, eligible, stats_rows)
+        if not coverage or len(counts) < coverage.get("min_terms", 0) or not scores.any():
+            return scores
+        covered = np.zeros(self.table.size)
+        for term in counts:
+            posting = self.postings.get(term)
+            if posting is not None:
+                covered[posting[0]] += _idf(self, term, stats_rows, total)
+        mass = memory_mass(self, stats_rows, total)
+        share = np.where(mass > 0, covered / np.maximum(mass, 1e-9), 0.0) * eligible
+        best = float(scores.max())
+        mixed = (1 - coverage["share"]) * scores / best + coverage["share"] * share
+        return (best * mixed).astype(np.float32)
+
+    SearchIndex.bm25 = bm25
+
+
 def realmem_rows(key_of: dict[int, str], clock: bool = False) -> list[tuple]:
     """(half, category, gold keys, ranked keys) per RealMem query."""
     rows = []
@@ -220,6 +285,7 @@ def main(specs: list[str]) -> None:
         )
         service._indexes.clear()
         sentences_install(variant.get("sentences"))
+        lexical_install(variant.get("query_terms"), variant.get("coverage"))
         service.RECENCY_HALF_LIFE_DAYS = variant.get("half_life", HALF_LIFE)
         clock = variant.get("clock") == "query"
         with override_settings(**overrides):
