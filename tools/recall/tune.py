@@ -22,6 +22,8 @@ questions. Each argument is one variant (JSON); `{}` is the default ranking and 
   (session_search's lexical part, scaled to the best session; or `gamma` to the `top` sessions by
   it) on top of the turn priors.
 - `pairs`: `{"gamma", "count", "depth"}`, a bonus for turns sharing an adjacent query term pair.
+- `lift`: `{"gamma", "span", "depth", "above_only"}`, the best `depth` turns each raised by a
+  share of its best-scoring neighbour's score (see `lift_rank`).
 - `diverse`: `{"delta", "span", "depth", "per", "neighbour_only"}`, the best `depth` turns re-ranked
   so a turn near one already placed (same session, within `span` turns) loses `delta`.
 - query expansion (memory/search/expansion.py, in the app since it was measured here) is varied
@@ -379,6 +381,34 @@ def diverse_rank(spec: dict):
     return rank
 
 
+def lift_rank(spec: dict):
+    """A `_rank` that re-scores the best `depth` (50) turns, each raised by `gamma` x the best
+    score among the turns within `span` (1) of it in the same session that are also among them
+    (`above_only`: only by neighbours scoring higher, by the difference): the reply next to the
+    turn that holds a question's words is often its answer."""
+    gamma, depth, span = spec["gamma"], spec.get("depth", 50), spec.get("span", 1)
+
+    def rank(**options):
+        ranked = ORIGINAL_RANK(**{**options, "limit": max(options["limit"], depth)})
+        table, limit = options["index"].table, options["limit"]
+        if "session" not in table.data or len(ranked) < 2:
+            return ranked[:limit]
+        rows = np.array([row for row, *_ in ranked])
+        sessions = table["session"][rows]
+        ids = table["id"][rows].astype(np.int64)
+        scores = np.array([score for _, score, *_ in ranked])
+        lifted = []
+        for at, (row, score, bm25, cosine, why) in enumerate(ranked):
+            near = (sessions == sessions[at]) & (np.abs(ids - ids[at]) <= span) & (ids != ids[at])
+            best = float(scores[near].max()) if near.any() else 0.0
+            bonus = max(0.0, best - score) if spec.get("above_only") else best
+            lifted.append((row, score + gamma * bonus, bm25, cosine, why))
+        lifted.sort(key=lambda item: -item[1])
+        return lifted[:limit]
+
+    return rank
+
+
 ORIGINAL_QUERY_VECTOR = service._query_vector
 
 
@@ -435,6 +465,8 @@ def variant_install(variant: dict) -> None:
         if "pairs" in variant
         else diverse_rank(variant["diverse"])
         if "diverse" in variant
+        else lift_rank(variant["lift"])
+        if "lift" in variant
         else ORIGINAL_RANK
     )
     index = service.search_index("turn")
