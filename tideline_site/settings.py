@@ -323,6 +323,11 @@ TIDELINE_SEARCH_PRIOR_DAY = env_float("TIDELINE_SEARCH_PRIOR_DAY", 0.4, minimum=
 TIDELINE_SEARCH_PRIOR_SPEAKER = env_float(
     "TIDELINE_SEARCH_PRIOR_SPEAKER", 0.15, minimum=0.0, maximum=1.0
 )
+# Turns only: weight x log(1 + the distinct terms of a turn's own text, up to 20), so a turn that
+# says something outranks a "Thanks!" beside it whose neighbours lend it the same words.
+TIDELINE_SEARCH_PRIOR_LENGTH = env_float(
+    "TIDELINE_SEARCH_PRIOR_LENGTH", 0.08, minimum=0.0, maximum=1.0
+)
 # Subtracted from a turn that asks when the query is a question naming a speaker: it is answered
 # by what a turn states ("Wow, Melanie! What made you try pottery?" shares the words).
 TIDELINE_SEARCH_PRIOR_QUESTION = env_float(

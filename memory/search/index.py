@@ -533,6 +533,7 @@ class TurnIndex(SearchIndex):
         "states_number": np.bool_,
         "names_proper": np.bool_,
         "speaker": np.int32,
+        "own_terms": np.int32,
     }
 
     def _reset(self) -> None:
@@ -664,6 +665,7 @@ def _session_span_documents(
             "seq": seq,
             "occurred_at": epoch(occurred_at, 0.0),
             "asks": ends_asking(content or ""),
+            "own_terms": len(own),
             **answer_flags(content or "", own),
         }
         documents.append(TurnDocument(pk, values, bag, own, blob, model_id, speaker or ""))

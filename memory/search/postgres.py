@@ -1173,6 +1173,7 @@ def native_view(
                 "s.speaker",
                 "coalesce(s.content ~ %s, false)",
                 *answer_columns,
+                "coalesce(cardinality(d.own), 0)",
             ]
             params += [sorted(time_terms()), QUESTION_END, *answer_params]
             joins = "JOIN memory_contextturn s ON s.id = d.id"
@@ -1499,7 +1500,7 @@ class MemoryView(_View, MemoryIndex):
 
 class TurnView(_View, TurnIndex):
     def _columns(self, rows) -> dict[str, list]:
-        columns = list(zip(*rows, strict=True)) if rows else [()] * 16
+        columns = list(zip(*rows, strict=True)) if rows else [()] * 17
         return {
             "session": list(columns[8]),
             "seq": list(columns[9]),
@@ -1509,4 +1510,5 @@ class TurnView(_View, TurnIndex):
             "asks": list(columns[13]),
             "states_number": list(columns[14]),
             "names_proper": list(columns[15]),
+            "own_terms": list(columns[16]),
         }

@@ -326,7 +326,9 @@ def test_it_lets_an_incidental_identifier_in_a_long_dialogue_query_weigh_as_one_
     assert alone[0].why["boosts"]["keyword"] == pytest.approx(1.0)
 
 
-def test_it_explains_the_negative_prior_of_a_turn_that_asks(transcript_store):
+def test_it_explains_the_negative_prior_of_a_turn_that_asks(transcript_store, settings):
+    # The asking turn's prior alone: the length prior every turn gets is off.
+    settings.TIDELINE_SEARCH_PRIOR_LENGTH = 0.0
     scope, turns = transcript_store
     hits = turn_search(query="Does Amy still play the cello?", scope_ids=[scope.pk], limit=5)
     asking = next(hit for hit in hits if hit.turn.pk == turns[62].pk)

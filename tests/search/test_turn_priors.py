@@ -1,8 +1,9 @@
 """Turn priors: a when-question prefers the turn that places the event in time, a question that
 names a day prefers the turns of that day and the week after it, one that names a speaker
 prefers that speaker's turns, and one that asks how many or where prefers the turn that states a
-number or names a place."""
+number or names a place, and a turn that says more outranks a short one with the same words."""
 
+import math
 from datetime import UTC, date, datetime
 
 import pytest
@@ -17,8 +18,10 @@ from tests.search.why import shares_sum_to_score
 @pytest.fixture(autouse=True)
 def no_expansion(settings):
     """Each prior here is measured alone; query expansion, a prior too, has its own tests
-    (test_expansion.py)."""
+    (test_expansion.py), and the length prior, which every turn gets, is switched on by the test
+    that is about it."""
     settings.TIDELINE_SEARCH_EXPANSION_WEIGHT = 0.0
+    settings.TIDELINE_SEARCH_PRIOR_LENGTH = 0.0
 
 
 @pytest.mark.parametrize(
@@ -294,3 +297,55 @@ def test_it_prefers_the_turn_that_holds_the_kind_of_answer_asked_for(
         query=f"Tell me about it: {query.lower()}", scope_ids=[project_scope.pk], limit=2
     )
     assert all(hit.why["boosts"]["priors"] == 0 for hit in plain)
+
+
+@pytest.mark.parametrize("exact_rows", [2000, 0])
+def test_it_prefers_the_turn_that_says_more_to_a_short_one_with_the_same_words(
+    project_scope, settings, django_capture_on_commit_callbacks, exact_rows
+):
+    settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
+    settings.TIDELINE_SEARCH_PRIOR_SPEAKER = 0.0
+    stored = record(
+        project_scope,
+        "length",
+        [
+            ("Nate", "Adopted a turtle!"),
+            (
+                "Nate",
+                "I adopted a turtle named Shelly from the rescue by the lake; she eats lettuce "
+                "and basks under a lamp all afternoon.",
+            ),
+        ],
+        datetime(2023, 5, 2, tzinfo=UTC),
+        django_capture_on_commit_callbacks,
+    )
+    query = "Did Nate adopt a turtle?"
+    without = turn_search(query=query, scope_ids=[project_scope.pk], limit=2)
+    assert without[0].turn.pk == stored[0].pk
+
+    settings.TIDELINE_SEARCH_PRIOR_LENGTH = 0.08
+    hits = turn_search(query=query, scope_ids=[project_scope.pk], limit=2)
+    assert hits[0].turn.pk == stored[1].pk
+    priors = {hit.turn.pk: hit.why["boosts"]["priors"] for hit in hits}
+    # A turn's own terms are those of its text and its speaker's name.
+    own = {turn.pk: len(set(text_terms(f"{turn.speaker} {turn.content}"))) for turn in stored}
+    assert priors == {pk: pytest.approx(0.08 * math.log1p(own[pk]), abs=1e-4) for pk in own}
+    assert all(shares_sum_to_score(hit) for hit in hits)
+
+
+def test_it_stops_growing_the_length_prior_at_twenty_terms(
+    project_scope, settings, django_capture_on_commit_callbacks
+):
+    settings.TIDELINE_SEARCH_PRIOR_SPEAKER = 0.0
+    settings.TIDELINE_SEARCH_PRIOR_LENGTH = 0.08
+    words = [f"turtle{chr(97 + a)}{chr(97 + b)}" for a in range(6) for b in range(6)]
+    stored = record(
+        project_scope,
+        "essay",
+        [("Nate", "turtle " + " ".join(words[:24])), ("Nate", "turtle " + " ".join(words))],
+        datetime(2023, 5, 2, tzinfo=UTC),
+        django_capture_on_commit_callbacks,
+    )
+    hits = turn_search(query="turtle", scope_ids=[project_scope.pk], limit=2)
+    priors = {hit.turn.pk: hit.why["boosts"]["priors"] for hit in hits}
+    assert priors == {turn.pk: pytest.approx(0.08 * math.log1p(20), abs=1e-4) for turn in stored}

@@ -24,6 +24,8 @@ questions. Each argument is one variant (JSON); `{}` is the default ranking and 
 - `pairs`: `{"gamma", "count", "depth"}`, a bonus for turns sharing an adjacent query term pair.
 - `lift`: `{"gamma", "span", "depth", "above_only"}`, the best `depth` turns each raised by a
   share of its best-scoring neighbour's score (see `lift_rank`).
+- `length`: `{"gamma", "depth"}`, the best `depth` turns each raised by gamma x log(1 + its
+  words) (see `length_rank`).
 - `diverse`: `{"delta", "span", "depth", "per", "neighbour_only"}`, the best `depth` turns re-ranked
   so a turn near one already placed (same session, within `span` turns) loses `delta`.
 - query expansion (memory/search/expansion.py, in the app since it was measured here) is varied
@@ -409,6 +411,31 @@ def lift_rank(spec: dict):
     return rank
 
 
+def length_rank(spec: dict):
+    """A `_rank` that re-scores the best `depth` (50) turns, each raised by `gamma` x log(1 + the
+    words of its own text): a two-word "Thanks!" holds less to be evidence of than a long turn."""
+    gamma, depth = spec["gamma"], spec.get("depth", 50)
+
+    def rank(**options):
+        ranked = ORIGINAL_RANK(**{**options, "limit": max(options["limit"], depth)})
+        index, limit = options["index"], options["limit"]
+        if "session" not in index.table.data or not ranked:
+            return ranked[:limit]
+        ids = [int(index.table["id"][row]) for row, *_ in ranked]
+        words = {
+            pk: len((content or "").split())
+            for pk, content in ContextTurn.objects.filter(pk__in=ids).values_list("pk", "content")
+        }
+        lifted = [
+            (row, score + gamma * float(np.log1p(words.get(pk, 0))), bm25, cosine, why)
+            for pk, (row, score, bm25, cosine, why) in zip(ids, ranked, strict=True)
+        ]
+        lifted.sort(key=lambda item: -item[1])
+        return lifted[:limit]
+
+    return rank
+
+
 ORIGINAL_QUERY_VECTOR = service._query_vector
 
 
@@ -467,6 +494,8 @@ def variant_install(variant: dict) -> None:
         if "diverse" in variant
         else lift_rank(variant["lift"])
         if "lift" in variant
+        else length_rank(variant["length"])
+        if "length" in variant
         else ORIGINAL_RANK
     )
     index = service.search_index("turn")
