@@ -86,8 +86,14 @@ def turn_priors(
         parts.append(answered)
     length = settings.TIDELINE_SEARCH_PRIOR_LENGTH
     if length:
-        said = np.log1p(np.minimum(table["own_terms"], LENGTH_PRIOR_TERMS)).astype(np.float32)
-        parts.append(lambda rows: np.float32(length) * said[rows])
+        # Over the candidates only: the whole table is every turn of the store.
+        own_terms = table["own_terms"]
+        parts.append(
+            lambda rows: (
+                np.float32(length)
+                * np.log1p(np.minimum(own_terms[rows], LENGTH_PRIOR_TERMS)).astype(np.float32)
+            )
+        )
     if not parts:
         return None
 
