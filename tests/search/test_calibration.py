@@ -91,6 +91,43 @@ def test_it_reads_an_ambiguous_numeric_date_both_ways():
     assert {"januari", "octob", "2024"} <= set(terms)
 
 
+@pytest.mark.parametrize(
+    ("form", "base"),
+    [
+        ("bought", "buy"),
+        ("went", "go"),
+        ("goes", "go"),
+        ("written", "write"),
+        ("children", "child"),
+        ("wives", "wife"),
+        ("felt", "feel"),
+    ],
+)
+def test_it_brings_an_irregular_form_to_the_term_of_its_base_word(form, base):
+    assert text_terms(form) == text_terms(base)
+
+
+def test_it_leaves_forms_whose_other_sense_is_common_in_conversation():
+    assert text_terms("a rose on the ground, a bit of a wound") == [
+        "rose",
+        "ground",
+        "bit",
+        "wound",
+    ]
+
+
+def test_it_finds_a_memory_told_in_the_past_by_a_question_in_the_present(
+    project_scope, write_narrative
+):
+    bought = write_narrative(project_scope, "Bought two ceramic figurines at the flea market")
+    write_narrative(project_scope, "Repainted the kitchen over the weekend")
+    hits = memory_search(
+        query="When did she buy figurines?", scope_ids=[project_scope.pk], semantic=False
+    )
+    assert hits[0].memory.pk == bought.pk
+    assert set(hits[0].why["matched_terms"]) == {"buy", "figurin"}
+
+
 def test_it_drops_generic_chinese_spanish_and_japanese_function_words():
     assert text_terms("我非常喜欢这个，但是没有时间") == ["喜欢", "时间"]
     assert text_terms("la casa de mi madre es muy bonita") == ["casa", "madr", "bonita"]

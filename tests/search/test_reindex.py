@@ -1,3 +1,4 @@
+import importlib
 import json
 from datetime import UTC, datetime
 from io import StringIO
@@ -39,6 +40,30 @@ def test_it_detects_and_repairs_index_drift(project_scope, write_narrative):
     report = StringIO()
     call_command("reindex", "--check", stdout=report)
     assert "memory  clean" in report.getvalue()
+
+
+def test_it_rewrites_terms_drawn_before_irregular_forms_when_migrating(
+    project_scope, write_narrative
+):
+    if connection.vendor != "sqlite":
+        pytest.skip("the persistent FTS5 index exists on SQLite only")
+    bought = write_narrative(project_scope, "Bought two ceramic figurines at the flea market")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {MEMORY_WORD} SET tokens = 'bought two ceram figurin flea market' "
+            "WHERE rowid = %s",
+            [bought.pk],
+        )
+    migration = importlib.import_module("memory.migrations.0016_search_terms_irregular_forms")
+
+    migration.retokenise(apps=None, schema_editor=None)
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT tokens FROM {MEMORY_WORD} WHERE rowid = %s", [bought.pk])
+        assert cursor.fetchone()[0].split()[0] == "buy"
+    hits = memory_search(query="buy figurines", scope_ids=[project_scope.pk], semantic=False)
+    assert [hit.memory.pk for hit in hits] == [bought.pk]
+    assert hits[0].why["matched_terms"] == ["buy", "figurin"]
 
 
 def _native_documents(project_scope, write_narrative, django_capture_on_commit_callbacks):
