@@ -595,8 +595,11 @@ MONTH_ABBREVIATIONS = {
 # English words Snowball cannot bring to their stem: irregular past forms and plurals, each line the
 # base word and its forms. A question asks in the base form ("When did Melanie buy the
 # figurines?") and the turn that answers tells it in the past ("These figurines I bought
-# yesterday"). Forms whose other sense is common in conversation are left out: rose, ground,
-# wound, bit, bound, lives, leaves; auxiliaries (did, had, was, been) are stop words already.
+# yesterday"). Left out: forms whose other sense is common in conversation (rose, ground, wound,
+# bit, bound, lives, leaves); the light verbs (go, get, make, take, come, give, know, think, see,
+# find, feel, keep, tell, leave, mean, show, hold), which a long query holds many of and which
+# say little of what a memory is about (with them, RealMem's session R@5 fell 0.006 on its tune
+# half; tools/recall/README.md); auxiliaries (did, had, was, been), stop words already.
 _ENGLISH_IRREGULAR = """
 arise arose arisen
 awake awoke awoken
@@ -617,7 +620,6 @@ buy bought
 catch caught
 choose chose chosen
 cling clung
-come came
 creep crept
 deal dealt
 dig dug
@@ -628,36 +630,25 @@ drive drove driven
 eat ate eaten
 fall fell fallen
 feed fed
-feel felt
 fight fought
-find found
 flee fled
 fly flew flown
 forbid forbade forbidden
 forget forgot forgotten
 forgive forgave forgiven
 freeze froze frozen
-get got gotten
-give gave given
-go went gone goes
 grow grew grown
 hang hung
 hear heard
 hide hid hidden
-hold held
-keep kept
 kneel knelt
-know knew known
 lay laid
 lead led
 leap leapt
 learn learnt
-leave left
 lend lent
 light lit
 lose lost
-make made
-mean meant
 meet met
 mistake mistook mistaken
 overcome overcame
@@ -667,7 +658,6 @@ ride rode ridden
 ring rang rung
 rise risen
 run ran
-see saw seen
 seek sought
 sell sold
 send sent
@@ -675,7 +665,6 @@ sew sewn
 shake shook shaken
 shine shone
 shoot shot
-show shown
 shrink shrank shrunk
 sing sang sung
 sink sank sunk
@@ -699,11 +688,8 @@ swear swore sworn
 sweep swept
 swim swam swum
 swing swung
-take took taken
 teach taught
 tear tore torn
-tell told
-think thought
 throw threw thrown
 understand understood
 undertake undertook undertaken

@@ -95,16 +95,21 @@ def test_it_reads_an_ambiguous_numeric_date_both_ways():
     ("form", "base"),
     [
         ("bought", "buy"),
-        ("went", "go"),
-        ("goes", "go"),
+        ("ran", "run"),
+        ("swum", "swim"),
         ("written", "write"),
         ("children", "child"),
         ("wives", "wife"),
-        ("felt", "feel"),
     ],
 )
 def test_it_brings_an_irregular_form_to_the_term_of_its_base_word(form, base):
     assert text_terms(form) == text_terms(base)
+
+
+def test_it_leaves_the_light_verbs_forms_apart():
+    # A dialogue-length query holds many of these; matched across forms they pull in every
+    # session (measured on RealMem).
+    assert text_terms("went got made thought") == ["went", "got", "made", "thought"]
 
 
 def test_it_leaves_forms_whose_other_sense_is_common_in_conversation():

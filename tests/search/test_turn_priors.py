@@ -212,7 +212,7 @@ def pottery(project_scope, django_capture_on_commit_callbacks):
         "pottery",
         [
             ("Caroline", "Your pottery is lovely, Melanie! How did you get into pottery?"),
-            ("Melanie", "My sister gave me a pottery class for my birthday and I was hooked."),
+            ("Melanie", "My sister gave me a pottery class for my birthday and I got hooked."),
         ],
         datetime(2023, 8, 2, tzinfo=UTC),
         django_capture_on_commit_callbacks,
@@ -257,14 +257,14 @@ def test_it_prefers_a_turn_that_states_to_one_that_asks_for_a_question(
             "How many times did Nate go bowling?",
             [
                 ("Nate", "Bowling is fun, I love bowling and bowling alleys."),
-                ("Nate", "I was bowling twice last month."),
+                ("Nate", "I went bowling twice last month."),
             ],
         ),
         (
             "Where did Nate go camping?",
             [
                 ("Nate", "Camping is fun, I love camping and camping trips."),
-                ("Nate", "We were camping at Yosemite."),
+                ("Nate", "We went camping at Yosemite."),
             ],
         ),
     ],
