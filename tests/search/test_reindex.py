@@ -66,6 +66,40 @@ def test_it_rewrites_terms_drawn_before_irregular_forms_when_migrating(
     assert hits[0].why["matched_terms"] == ["buy", "figurin"]
 
 
+def test_it_rewrites_postgresqls_stored_terms_drawn_before_irregular_forms_when_migrating(
+    project_scope, write_narrative
+):
+    from memory.search import postgres
+
+    if not postgres.native_active():
+        pytest.skip("stored search documents are PostgreSQL's native backend")
+    bought = write_narrative(project_scope, "Bought two ceramic figurines at the flea market")
+    postgres.native_sync("memory")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {postgres.DOC_TABLES['memory']} "
+            "SET bag = (bag - 'buy') || '{\"bought\": 1}'::jsonb WHERE id = %s",
+            [bought.pk],
+        )
+        cursor.execute(
+            f"UPDATE {postgres.POSTINGS} SET term = 'bought' "
+            "WHERE kind = 'memory' AND id = %s AND term = 'buy'",
+            [bought.pk],
+        )
+
+    def lexical_hits():
+        hits = memory_search(query="buy figurines", scope_ids=[project_scope.pk], semantic=False)
+        return [(hit.memory.pk, hit.why["matched_terms"]) for hit in hits]
+
+    assert lexical_hits() == [(bought.pk, ["figurin"])]
+    migration = importlib.import_module("memory.migrations.0016_search_terms_irregular_forms")
+
+    migration.retokenise(apps=None, schema_editor=None)
+
+    assert lexical_hits() == [(bought.pk, ["buy", "figurin"])]
+    assert postgres.native_statistics_drift("memory") == 0
+
+
 def _native_documents(project_scope, write_narrative, django_capture_on_commit_callbacks):
     from memory.search import postgres
 
