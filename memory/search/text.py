@@ -738,9 +738,34 @@ _QUOTED = re.compile(
     r"|「([^「」\n]{2,80})」"
     r"|『([^『』\n]{2,80})』"
 )
-# Explicit dates: 10.01.2024, 10/01/2024 (day and month both read when ambiguous), 2024-01-10.
+# Explicit dates: 10.01.2024, 10/01/2024 (day and month both read when ambiguous), 2024-01-10,
+# 2024/01/10 and 2024.01.10.
 _NUMERIC_DATE = re.compile(r"\b(\d{1,2})[./](\d{1,2})[./](\d{4})\b")
-_ISO_DATE = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")
+ISO_DATE = re.compile(r"\b(\d{4})([-/.])(\d{1,2})\2(\d{1,2})\b")
+# Chinese and Japanese months: 2024年1月10日, 1月, 十二月 (a numeral right before 月; "三个月" and
+# "3ヶ月", three months long, put a counter between them and are not read).
+_CJK_NUMERALS = {"一": 1, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_CJK_NUMERALS |= {"十": 10, "十一": 11, "十二": 12}
+_CJK_MONTH = re.compile(r"(?:(\d{4})\s*年\s*)?(1[0-2]|0?[1-9]|十[一二]?|[一二三四五六七八九])\s*月")
+# Spanish months where Spanish words place them ("16 de mayo de 2024", "en marzo"), not a bare
+# "mayo", which English uses for mayonnaise.
+SPANISH_MONTHS = [
+    "enero",
+    "febrero",
+    "marzo",
+    "abril",
+    "mayo",
+    "junio",
+    "julio",
+    "agosto",
+    "septiembre",
+    "octubre",
+    "noviembre",
+    "diciembre",
+]
+_SPANISH_MONTH = re.compile(
+    rf"\b(?:de|en|desde|hasta) ({'|'.join(SPANISH_MONTHS)}|setiembre)\b(?: del? (\d{{4}})\b)?"
+)
 # CJK runs longer than this are sentences, not names: they are searched by their words only.
 CJK_LITERAL_MAX = 12
 MONTHS = [
@@ -824,9 +849,8 @@ def _month_words(month: int, year: str) -> str:
 
 
 def _dates_spelled(text: str) -> str:
-    """Explicit numeric dates also as the month-name words questions and date terms use."""
-    if not any(ch.isdigit() for ch in text):
-        return text
+    """Explicit dates, CJK months and Spanish months also as the English month-name words that
+    questions and a turn's date terms use."""
 
     def numeric(match: re.Match) -> str:
         first, second, year = int(match.group(1)), int(match.group(2)), match.group(3)
@@ -836,9 +860,19 @@ def _dates_spelled(text: str) -> str:
         return match.group(0) + "".join(sorted(words))
 
     def iso(match: re.Match) -> str:
-        return match.group(0) + _month_words(int(match.group(2)), match.group(1))
+        return match.group(0) + _month_words(int(match.group(3)), match.group(1))
 
-    return _ISO_DATE.sub(iso, _NUMERIC_DATE.sub(numeric, text))
+    text = ISO_DATE.sub(iso, _NUMERIC_DATE.sub(numeric, text))
+    # Appended, not inserted: words between CJK characters would change how jieba segments them.
+    months = [
+        _month_words(int(number) if number.isdigit() else _CJK_NUMERALS[number], year)
+        for year, number in _CJK_MONTH.findall(text)
+    ]
+    months += [
+        _month_words(SPANISH_MONTHS.index(name.replace("setiembre", "septiembre")) + 1, year)
+        for name, year in _SPANISH_MONTH.findall(text)
+    ]
+    return text + "".join(months)
 
 
 # Indexing is bounded: a 100k-character Chinese turn took seconds to segment on the write path. The

@@ -16,7 +16,7 @@ import numpy as np
 from django.conf import settings
 
 from memory.search.intent import asks_when
-from memory.search.text import MONTH_ABBREVIATIONS, MONTHS, text_terms
+from memory.search.text import ISO_DATE, MONTH_ABBREVIATIONS, MONTHS, SPANISH_MONTHS, text_terms
 
 # Words that place what a turn says in time. Latin words are read as text_terms makes them
 # (stemmed), so the in-process index and PostgreSQL's stored `own` terms read the same set; CJK
@@ -42,20 +42,6 @@ YEARS = range(1950, 2100)
 DAY_AFTER_DAYS = 7.0
 DAY_BEFORE_DAYS = 1.0
 
-SPANISH_MONTHS = [
-    "enero",
-    "febrero",
-    "marzo",
-    "abril",
-    "mayo",
-    "junio",
-    "julio",
-    "agosto",
-    "septiembre",
-    "octubre",
-    "noviembre",
-    "diciembre",
-]
 _MONTH_NUMBER = {name: number for number, name in enumerate(MONTHS, start=1)}
 _MONTH_NUMBER |= {short: _MONTH_NUMBER[name] for short, name in MONTH_ABBREVIATIONS.items()}
 _MONTH_NUMBER |= {name: number for number, name in enumerate(SPANISH_MONTHS, start=1)}
@@ -63,13 +49,12 @@ _MONTH_NUMBER["setiembre"] = 9
 _MONTH = "|".join(sorted(_MONTH_NUMBER, key=len, reverse=True))
 _ORDINAL = r"(?:st|nd|rd|th)?"
 # March 16, 2022 · Mar 16th 2022 · 16 March 2022 · 16th of March, 2022 · 16 de marzo de 2022 ·
-# 2022年3月16日 · 2024-01-10 · 10.01.2024 and 10/01/2024 (both readings when ambiguous).
+# 2022年3月16日 · 2024-01-10, 2024/01/10 · 10.01.2024 and 10/01/2024 (both readings when ambiguous).
 _MONTH_DAY_YEAR = re.compile(rf"\b({_MONTH})\.? (\d{{1,2}}){_ORDINAL},? (\d{{4}})\b")
 _DAY_MONTH_YEAR = re.compile(
     rf"\b(\d{{1,2}}){_ORDINAL} (?:of |de )?({_MONTH})\.?,? (?:de |del )?(\d{{4}})\b"
 )
 _CJK_DATE = re.compile(r"(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*[日号號]")
-_ISO_DATE = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")
 _NUMERIC_DATE = re.compile(r"\b(\d{1,2})[./](\d{1,2})[./](\d{4})\b")
 
 
@@ -98,7 +83,7 @@ def days_named(query: str) -> list[date]:
     found = [_day(y, _MONTH_NUMBER[m], d) for m, d, y in _MONTH_DAY_YEAR.findall(text)]
     found += [_day(y, _MONTH_NUMBER[m], d) for d, m, y in _DAY_MONTH_YEAR.findall(text)]
     found += [_day(y, int(m), d) for y, m, d in _CJK_DATE.findall(text)]
-    found += [_day(y, int(m), d) for y, m, d in _ISO_DATE.findall(text)]
+    found += [_day(y, int(m), d) for y, _, m, d in ISO_DATE.findall(text)]
     for first, second, year in _NUMERIC_DATE.findall(text):
         found += [_day(year, int(second), first), _day(year, int(first), second)]
     return list(dict.fromkeys(day for day in found if day is not None))

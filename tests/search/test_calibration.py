@@ -6,7 +6,7 @@ from injection.services.context import t1_select
 from memory.models import Memory
 from memory.search import memory_search, turn_search
 from memory.search.calibration import CALIBRATIONS, calibration_get
-from memory.search.text import text_terms
+from memory.search.text import MONTHS, text_terms
 from memory.services.embedding import embedder_get
 from memory.services.timeline import TurnInput, session_start, turns_record
 from tests.injection.conftest import (
@@ -80,10 +80,28 @@ def test_it_keeps_min_semantic_limits_full(project_scope):
         ("We met on 2024-01-07", "januari"),
         ("We met on 25.12.2023", "decemb"),
         ("the sept meetup", "septemb"),
+        ("We met on 2024/01/07", "januari"),
+        ("2024年1月7日我们见了面", "januari"),
+        ("十二月的时候我们去了哈尔滨", "decemb"),
+        ("3月の旅行", "march"),
+        ("nos vimos el 7 de enero de 2024", "januari"),
+        ("volvimos en setiembre", "septemb"),
     ],
 )
 def test_it_reads_explicit_dates_and_month_abbreviations_as_month_words(text, month):
     assert month in text_terms(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "三个月以后再说",  # three months from now
+        "3ヶ月かかった",  # it took three months
+        "I like mayo on my fries",
+    ],
+)
+def test_it_reads_no_month_into_a_duration_or_a_bare_spanish_month_name(text):
+    assert set(text_terms(text)).isdisjoint(text_terms(" ".join(MONTHS)))
 
 
 def test_it_reads_an_ambiguous_numeric_date_both_ways():

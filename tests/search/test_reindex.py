@@ -42,61 +42,103 @@ def test_it_detects_and_repairs_index_drift(project_scope, write_narrative):
     assert "memory  clean" in report.getvalue()
 
 
-def test_it_rewrites_terms_drawn_before_irregular_forms_when_migrating(
-    project_scope, write_narrative
+# Each migration that changes how terms are drawn: a text, the term it now draws and what an older
+# release drew instead (None: nothing), and a query that needs the new term.
+RETOKENISING_MIGRATIONS = [
+    pytest.param(
+        "0016_search_terms_irregular_forms",
+        "Bought two ceramic figurines at the flea market",
+        "buy",
+        "bought",
+        "buy figurines",
+        id="irregular-forms",
+    ),
+    pytest.param(
+        "0017_search_terms_months",
+        "2024年1月7日在跳蚤市场买了两个陶瓷小雕像",
+        "januari",
+        None,
+        "figurines bought in January",
+        id="months",
+    ),
+]
+
+
+def _drawn_before(text: str, term: str, before: str | None) -> list[str]:
+    return [
+        before if drawn == term else drawn for drawn in text_terms(text) if drawn != term or before
+    ]
+
+
+@pytest.mark.parametrize(("migration", "text", "term", "before", "query"), RETOKENISING_MIGRATIONS)
+def test_it_rewrites_terms_drawn_by_an_older_release_when_migrating(
+    project_scope, write_narrative, migration, text, term, before, query
 ):
     if connection.vendor != "sqlite":
         pytest.skip("the persistent FTS5 index exists on SQLite only")
-    bought = write_narrative(project_scope, "Bought two ceramic figurines at the flea market")
+    memory = write_narrative(project_scope, text)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {MEMORY_WORD} SET tokens = 'bought two ceram figurin flea market' "
-            "WHERE rowid = %s",
-            [bought.pk],
+            f"UPDATE {MEMORY_WORD} SET tokens = %s WHERE rowid = %s",
+            [" ".join(_drawn_before(text, term, before)), memory.pk],
         )
-    migration = importlib.import_module("memory.migrations.0016_search_terms_irregular_forms")
 
-    migration.retokenise(apps=None, schema_editor=None)
+    def lexical_hits():
+        hits = memory_search(query=query, scope_ids=[project_scope.pk], semantic=False)
+        return [(hit.memory.pk, term in hit.why["matched_terms"]) for hit in hits]
+
+    assert lexical_hits() in ([], [(memory.pk, False)])
+
+    importlib.import_module(f"memory.migrations.{migration}").retokenise(
+        apps=None, schema_editor=None
+    )
 
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT tokens FROM {MEMORY_WORD} WHERE rowid = %s", [bought.pk])
-        assert cursor.fetchone()[0].split()[0] == "buy"
-    hits = memory_search(query="buy figurines", scope_ids=[project_scope.pk], semantic=False)
-    assert [hit.memory.pk for hit in hits] == [bought.pk]
-    assert hits[0].why["matched_terms"] == ["buy", "figurin"]
+        cursor.execute(f"SELECT tokens FROM {MEMORY_WORD} WHERE rowid = %s", [memory.pk])
+        assert cursor.fetchone()[0].split() == text_terms(text)
+    assert lexical_hits() == [(memory.pk, True)]
 
 
-def test_it_rewrites_postgresqls_stored_terms_drawn_before_irregular_forms_when_migrating(
-    project_scope, write_narrative
+@pytest.mark.parametrize(("migration", "text", "term", "before", "query"), RETOKENISING_MIGRATIONS)
+def test_it_rewrites_postgresqls_stored_terms_drawn_by_an_older_release_when_migrating(
+    project_scope, write_narrative, migration, text, term, before, query
 ):
     from memory.search import postgres
 
     if not postgres.native_active():
         pytest.skip("stored search documents are PostgreSQL's native backend")
-    bought = write_narrative(project_scope, "Bought two ceramic figurines at the flea market")
+    memory = write_narrative(project_scope, text)
     postgres.native_sync("memory")
     with connection.cursor() as cursor:
+        count = text_terms(text).count(term)
         cursor.execute(
-            f"UPDATE {postgres.DOC_TABLES['memory']} "
-            "SET bag = (bag - 'buy') || '{\"bought\": 1}'::jsonb WHERE id = %s",
-            [bought.pk],
+            f"UPDATE {postgres.DOC_TABLES['memory']} SET bag = (bag - %s) || %s::jsonb "
+            "WHERE id = %s",
+            [term, json.dumps({before: count} if before else {}), memory.pk],
         )
-        cursor.execute(
-            f"UPDATE {postgres.POSTINGS} SET term = 'bought' "
-            "WHERE kind = 'memory' AND id = %s AND term = 'buy'",
-            [bought.pk],
-        )
+        if before:
+            cursor.execute(
+                f"UPDATE {postgres.POSTINGS} SET term = %s "
+                "WHERE kind = 'memory' AND id = %s AND term = %s",
+                [before, memory.pk, term],
+            )
+        else:
+            cursor.execute(
+                f"DELETE FROM {postgres.POSTINGS} WHERE kind = 'memory' AND id = %s AND term = %s",
+                [memory.pk, term],
+            )
 
     def lexical_hits():
-        hits = memory_search(query="buy figurines", scope_ids=[project_scope.pk], semantic=False)
-        return [(hit.memory.pk, hit.why["matched_terms"]) for hit in hits]
+        hits = memory_search(query=query, scope_ids=[project_scope.pk], semantic=False)
+        return [(hit.memory.pk, term in hit.why["matched_terms"]) for hit in hits]
 
-    assert lexical_hits() == [(bought.pk, ["figurin"])]
-    migration = importlib.import_module("memory.migrations.0016_search_terms_irregular_forms")
+    assert lexical_hits() in ([], [(memory.pk, False)])
 
-    migration.retokenise(apps=None, schema_editor=None)
+    importlib.import_module(f"memory.migrations.{migration}").retokenise(
+        apps=None, schema_editor=None
+    )
 
-    assert lexical_hits() == [(bought.pk, ["buy", "figurin"])]
+    assert lexical_hits() == [(memory.pk, True)]
     assert postgres.native_statistics_drift("memory") == 0
 
 

@@ -52,6 +52,7 @@ def test_it_knows_which_turns_place_themselves_in_time(text, expected):
         ("¿qué pasó el 16 de marzo de 2022?", [date(2022, 3, 16)]),
         ("2022年3月16日发生了什么？", [date(2022, 3, 16)]),
         ("deploy on 2024-01-10", [date(2024, 1, 10)]),
+        ("deploy on 2024/01/10", [date(2024, 1, 10)]),
         # Day and month both read when either order is a date.
         ("the meeting of 10.01.2024", [date(2024, 1, 10), date(2024, 10, 1)]),
         ("the meeting of 25/12/2024", [date(2024, 12, 25)]),

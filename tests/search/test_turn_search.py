@@ -41,7 +41,18 @@ def test_it_finds_a_reply_through_the_question_before_it(
     assert reply.lexical > 0 and reply.why["matched_terms"]
 
 
-def test_it_matches_the_month_a_turn_happened(project_scope, django_capture_on_commit_callbacks):
+@pytest.mark.parametrize(
+    "query",
+    [
+        "What did we paint in May 2023?",
+        "我们2023年5月刷了什么？",
+        "¿Qué pintamos en mayo de 2023?",
+        "what did we paint on 2023/05/08",
+    ],
+)
+def test_it_matches_the_month_a_turn_happened(
+    project_scope, django_capture_on_commit_callbacks, query
+):
     may = datetime(2023, 5, 8, tzinfo=UTC)
     june = datetime(2023, 6, 20, tzinfo=UTC)
     in_may = record(
@@ -58,8 +69,9 @@ def test_it_matches_the_month_a_turn_happened(project_scope, django_capture_on_c
         june,
         django_capture_on_commit_callbacks,
     )
-    hits = turn_search(query="What did we paint in May 2023?", scope_ids=[project_scope.pk])
+    hits = turn_search(query=query, scope_ids=[project_scope.pk])
     assert hits[0].turn.pk == in_may[0].pk
+    assert "may" in hits[0].why["matched_terms"]
 
 
 def test_it_filters_turns_by_time_session_and_scope(
