@@ -862,16 +862,22 @@ def _dates_spelled(text: str) -> str:
     def iso(match: re.Match) -> str:
         return match.group(0) + _month_words(int(match.group(3)), match.group(1))
 
-    text = ISO_DATE.sub(iso, _NUMERIC_DATE.sub(numeric, text))
+    # Each pattern runs only where its anchor occurs: most texts hold no date at all, and this runs
+    # on every document and query.
+    if any(ch.isdigit() for ch in text):
+        text = ISO_DATE.sub(iso, _NUMERIC_DATE.sub(numeric, text))
     # Appended, not inserted: words between CJK characters would change how jieba segments them.
-    months = [
-        _month_words(int(number) if number.isdigit() else _CJK_NUMERALS[number], year)
-        for year, number in _CJK_MONTH.findall(text)
-    ]
-    months += [
-        _month_words(SPANISH_MONTHS.index(name.replace("setiembre", "septiembre")) + 1, year)
-        for name, year in _SPANISH_MONTH.findall(text)
-    ]
+    months = []
+    if "月" in text:
+        months += [
+            _month_words(int(number) if number.isdigit() else _CJK_NUMERALS[number], year)
+            for year, number in _CJK_MONTH.findall(text)
+        ]
+    if any(name in text for name in SPANISH_MONTHS) or "setiembre" in text:
+        months += [
+            _month_words(SPANISH_MONTHS.index(name.replace("setiembre", "septiembre")) + 1, year)
+            for name, year in _SPANISH_MONTH.findall(text)
+        ]
     return text + "".join(months)
 
 

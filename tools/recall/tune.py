@@ -34,6 +34,8 @@ questions. Each argument is one variant (JSON); `{}` is the default ranking and 
   existed gets them from `manage.py reembed`.
 - `nameless`: the query vector is the embedding of the query with the store's speaker names (and
   their possessives) replaced by this string ("" drops them, "they" keeps the grammar).
+- `declarative`: the query vector mixes the question's with its declarative form's (wh-word and
+  auxiliary dropped, "What books has Melanie read?" -> "books Melanie read") at this share.
 - `turn_semantic_weight`: the USE calibration row's semantic share for turns, for this variant.
 - any `TIDELINE_*` setting, applied while the turn index is built and searched.
 
@@ -464,12 +466,46 @@ def nameless_query_vector(replacement: str):
     return query_vector
 
 
+_QUESTION_OPENING = (
+    r"^\W*(?:what|which|who|whom|whose|when|where|why|how(?: many| much| long| often)?)"
+    r"((?: [\w']+){0,2}?) (?:do|does|did|is|are|was|were|has|have|had|will|would|can|could|"
+    r"should|might)\b\s*"
+)
+
+
+def declarative(query: str) -> str:
+    """The question without its wh-word and auxiliary (the noun between them kept) and its question
+    mark: "What books has Melanie read?" -> "books Melanie read", closer in form to the turn that
+    answers."""
+    import re
+
+    stripped = re.sub(_QUESTION_OPENING, r"\1 ", query, flags=re.IGNORECASE).strip().rstrip(" ?")
+    return stripped if stripped and stripped != query.rstrip(" ?") else query
+
+
+def declarative_query_vector(share: float):
+    """`_query_vector` mixing the question's vector with its declarative form's:
+    normalise((1 - share) · v(question) + share · v(declarative))."""
+
+    def query_vector(query: str, index):
+        own = ORIGINAL_QUERY_VECTOR(query, index)
+        form = declarative(query)
+        if own is None or form == query:
+            return own
+        mixed = (1 - share) * own + share * ORIGINAL_QUERY_VECTOR(form, index)
+        return (mixed / np.linalg.norm(mixed)).astype(np.float32)
+
+    return query_vector
+
+
 def variant_install(variant: dict) -> None:
     """Build the turn index (settings already applied) and change it as `variant` says."""
     function_patch(variant.get("patch_fn"))
     service._query_vector = (
         nameless_query_vector(variant["nameless"])
         if "nameless" in variant
+        else declarative_query_vector(variant["declarative"])
+        if "declarative" in variant
         else ORIGINAL_QUERY_VECTOR
     )
     service._indexes.clear()
