@@ -1,19 +1,13 @@
 from django.db import migrations
 
-from memory.models import Actor
-from memory.search.maintenance import search_index_check
+from memory.search.maintenance import search_terms_redraw
 
-
-def retokenise(apps, schema_editor):
-    # Irregular forms now index as their base word ("bought" as "buy"), so the word index and
-    # PostgreSQL's stored documents hold stale terms until rewritten: the repair `reindex` runs.
-    search_index_check(repair=True, actor=Actor.SYSTEM)
+# Irregular forms now index as their base word ("bought" as "buy").
 
 
 class Migration(migrations.Migration):
-    # The PostgreSQL-native repair applies its queue in short transactions of its own.
-    atomic = False
+    atomic = False  # the PostgreSQL-native repair commits in short transactions of its own
 
     dependencies = [("memory", "0015_word_vector")]
 
-    operations = [migrations.RunPython(retokenise, migrations.RunPython.noop)]
+    operations = [migrations.RunPython(search_terms_redraw, migrations.RunPython.noop)]

@@ -139,6 +139,14 @@ def search_index_check(
     return drifts
 
 
+def search_terms_redraw(apps, schema_editor) -> None:
+    """A data migration's step for a release that changes how terms are drawn: stored documents
+    hold the old terms until rewritten, so upgrading runs the repair `manage.py reindex` runs.
+    Such a migration is non-atomic: the PostgreSQL-native repair applies its queue in short
+    transactions of its own."""
+    search_index_check(repair=True, actor=Actor.SYSTEM)
+
+
 def _repair_audit(drifts: list[Drift], *, actor: str) -> None:
     audit_record(
         actor=actor,
