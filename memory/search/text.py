@@ -8,6 +8,9 @@
   such as 边界 matches a document jieba segmented as 边界条件 (FTS5 trigram cannot match 2 characters).
 - Japanese and Korean (and any CJK run in a text that contains kana): overlapping character bigrams,
   which need no dictionary and match any word of two or more characters.
+- Dates, in any of these: explicit dates ("10.01.2024", "2024/01/10"), month abbreviations, Chinese
+  and Japanese months ("2024年1月") and Spanish ones ("7 de enero") also read as the English month
+  words a turn's date terms are written in.
 """
 
 import re
@@ -740,7 +743,7 @@ _QUOTED = re.compile(
 )
 # Explicit dates: 10.01.2024, 10/01/2024 (day and month both read when ambiguous), 2024-01-10,
 # 2024/01/10 and 2024.01.10.
-_NUMERIC_DATE = re.compile(r"\b(\d{1,2})[./](\d{1,2})[./](\d{4})\b")
+NUMERIC_DATE = re.compile(r"\b(\d{1,2})[./](\d{1,2})[./](\d{4})\b")
 ISO_DATE = re.compile(r"\b(\d{4})([-/.])(\d{1,2})\2(\d{1,2})\b")
 # Chinese and Japanese months: 2024年1月10日, 1月, 十二月 (a numeral right before 月; "三个月" and
 # "3ヶ月", three months long, put a counter between them and are not read).
@@ -865,7 +868,7 @@ def _dates_spelled(text: str) -> str:
     # Each pattern runs only where its anchor occurs: most texts hold no date at all, and this runs
     # on every document and query.
     if any(ch.isdigit() for ch in text):
-        text = ISO_DATE.sub(iso, _NUMERIC_DATE.sub(numeric, text))
+        text = ISO_DATE.sub(iso, NUMERIC_DATE.sub(numeric, text))
     # Appended, not inserted: words between CJK characters would change how jieba segments them.
     months = []
     if "月" in text:

@@ -16,7 +16,14 @@ import numpy as np
 from django.conf import settings
 
 from memory.search.intent import asks_when
-from memory.search.text import ISO_DATE, MONTH_ABBREVIATIONS, MONTHS, SPANISH_MONTHS, text_terms
+from memory.search.text import (
+    ISO_DATE,
+    MONTH_ABBREVIATIONS,
+    MONTHS,
+    NUMERIC_DATE,
+    SPANISH_MONTHS,
+    text_terms,
+)
 
 # Words that place what a turn says in time. Latin words are read as text_terms makes them
 # (stemmed), so the in-process index and PostgreSQL's stored `own` terms read the same set; CJK
@@ -55,7 +62,6 @@ _DAY_MONTH_YEAR = re.compile(
     rf"\b(\d{{1,2}}){_ORDINAL} (?:of |de )?({_MONTH})\.?,? (?:de |del )?(\d{{4}})\b"
 )
 _CJK_DATE = re.compile(r"(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*[日号號]")
-_NUMERIC_DATE = re.compile(r"\b(\d{1,2})[./](\d{1,2})[./](\d{4})\b")
 
 
 @cache
@@ -84,7 +90,7 @@ def days_named(query: str) -> list[date]:
     found += [_day(y, _MONTH_NUMBER[m], d) for d, m, y in _DAY_MONTH_YEAR.findall(text)]
     found += [_day(y, int(m), d) for y, m, d in _CJK_DATE.findall(text)]
     found += [_day(y, int(m), d) for y, _, m, d in ISO_DATE.findall(text)]
-    for first, second, year in _NUMERIC_DATE.findall(text):
+    for first, second, year in NUMERIC_DATE.findall(text):
         found += [_day(year, int(second), first), _day(year, int(first), second)]
     return list(dict.fromkeys(day for day in found if day is not None))
 
