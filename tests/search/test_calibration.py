@@ -1,6 +1,8 @@
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from injection.services.context import t1_select
 from memory.models import Memory
@@ -102,6 +104,48 @@ def test_it_reads_explicit_dates_and_month_abbreviations_as_month_words(text, mo
 )
 def test_it_reads_no_month_into_a_duration_or_a_bare_spanish_month_name(text):
     assert set(text_terms(text)).isdisjoint(text_terms(" ".join(MONTHS)))
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "2024",
+                "1",
+                "12",
+                "13",
+                "0",
+                "年",
+                "月",
+                "日",
+                "号",
+                "个",
+                "ヶ",
+                "十",
+                "二",
+                "一",
+                "九",
+                "/",
+                ".",
+                "-",
+                " ",
+                "de ",
+                "en ",
+                "del ",
+                "mayo",
+                "setiembre",
+                "enero",
+                "Jan",
+                "x",
+            ]
+        ),
+        max_size=12,
+    ).map("".join)
+)
+def test_it_draws_terms_from_any_mix_of_date_pieces(text):
+    # Documents and queries are untrusted: no arrangement of digits, counters and month words may
+    # raise or draw an empty term.
+    assert all(isinstance(term, str) and term for term in text_terms(text))
 
 
 def test_it_reads_an_ambiguous_numeric_date_both_ways():
