@@ -62,6 +62,12 @@ _DAY_MONTH_YEAR = re.compile(
     rf"\b(\d{{1,2}}){_ORDINAL} (?:of |de )?({_MONTH})\.?,? (?:de |del )?(\d{{4}})\b"
 )
 _CJK_DATE = re.compile(r"(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*[日号號]")
+_FULL_DATES = (_MONTH_DAY_YEAR, _DAY_MONTH_YEAR, _CJK_DATE, ISO_DATE, NUMERIC_DATE)
+# A day named without its year ("on May 8th", "the 15th of August", "5月16日"): people leave the
+# year out when it goes without saying, so the day is read in every year around the rows ranked.
+_MONTH_DAY = re.compile(rf"\b({_MONTH})\.? (\d{{1,2}}){_ORDINAL}\b")
+_DAY_MONTH = re.compile(rf"\b(\d{{1,2}}){_ORDINAL} (?:of |de )?({_MONTH})\b")
+_CJK_MONTH_DAY = re.compile(r"(?<!\d)(\d{1,2})\s*月\s*(\d{1,2})\s*[日号號]")
 
 
 @cache
@@ -95,6 +101,27 @@ def days_named(query: str) -> list[date]:
     return list(dict.fromkeys(day for day in found if day is not None))
 
 
+def monthdays_named(query: str) -> list[tuple[int, int]]:
+    """(month, day) of each day the query names without a year, in the order found (a day that
+    cannot exist in any year dropped; a date that has its year is days_named's)."""
+    text = query.lower()
+    for full in _FULL_DATES:
+        text = full.sub(lambda match: " " * len(match.group(0)), text)
+    found = [(_MONTH_NUMBER[m], int(d)) for m, d in _MONTH_DAY.findall(text)]
+    found += [(_MONTH_NUMBER[m], int(d)) for d, m in _DAY_MONTH.findall(text)]
+    found += [(int(m), int(d)) for m, d in _CJK_MONTH_DAY.findall(text)]
+    # 2000 is a leap year: February 29th exists in it.
+    return list(dict.fromkeys(day for day in found if _day("2000", *day) is not None))
+
+
+def _years_around(epochs: np.ndarray) -> list[int]:
+    """The calendar years of `epochs`, with the year before and after each (a day named near a new
+    year falls in the neighbouring one)."""
+    finite = epochs[np.isfinite(epochs)]
+    years = np.unique(finite.astype("datetime64[s]").astype("datetime64[Y]").astype(np.int64))
+    return sorted({int(year) + 1970 + step for year in years for step in (-1, 0, 1)})
+
+
 def time_priors(
     *, query: str, occurred_at: np.ndarray, mentions: np.ndarray
 ) -> Callable[[np.ndarray], np.ndarray] | None:
@@ -103,16 +130,25 @@ def time_priors(
     about time."""
     asks = asks_when(query) and settings.TIDELINE_SEARCH_PRIOR_WHEN > 0
     days = days_named(query) if settings.TIDELINE_SEARCH_PRIOR_DAY > 0 else []
-    if not asks and not days:
+    monthdays = monthdays_named(query) if settings.TIDELINE_SEARCH_PRIOR_DAY > 0 else []
+    if not asks and not days and not monthdays:
         return None
 
     def priors(rows: np.ndarray) -> np.ndarray:
         prior = np.zeros(len(rows), dtype=np.float32)
         if asks:
             prior += np.float32(settings.TIDELINE_SEARCH_PRIOR_WHEN) * mentions[rows]
-        if days:
+        named = list(days)
+        if monthdays:
+            named += [
+                day
+                for year in _years_around(occurred_at[rows])
+                for month, number in monthdays
+                if (day := _day(str(year), month, str(number))) is not None
+            ]
+        if named:
             nearness = np.zeros(len(rows), dtype=np.float64)
-            for day in days:
+            for day in named:
                 start = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
                 offset = (occurred_at[rows] - start) / 86400.0
                 fade = np.where(

@@ -37,6 +37,7 @@ VOCABULARY = [
     # A when-question and a named day: turn_search's time priors are part of the score too.
     "When did",
     "on 7 Jan 2024",
+    "on 8 Jan",
     # Last in a query, a question naming a speaker: asking turns' negative prior is part of it.
     "Amy?",
     # First in a query, a question for a number or a place: the answer priors are part of it.
@@ -197,7 +198,7 @@ def reference_memory_ranking(query, scope_id, limit):
     )
     from memory.search.service import search_index
     from memory.search.text import text_terms
-    from memory.search.timing import days_named, mentions_time
+    from memory.search.timing import days_named, mentions_time, monthdays_named
     from memory.services.embedding import embedder_get
 
     # On PostgreSQL in native mode, the rows a query ranks are its candidate view (every row of a
@@ -247,10 +248,13 @@ def reference_memory_ranking(query, scope_id, limit):
     def near_a_named_day(pk) -> float:
         # Full on the day, fading to nothing 7 days after it and 1 day before it.
         moment = valid_from[pk]
-        fades = [
-            (moment - datetime(day.year, day.month, day.day, tzinfo=UTC)).total_seconds() / 86400
-            for day in days_named(query)
+        # A day without its year, read in the memory's own year and the years either side.
+        days = [(day.year, day.month, day.day) for day in days_named(query)] + [
+            (moment.year + step, month, day)
+            for month, day in monthdays_named(query)
+            for step in (-1, 0, 1)
         ]
+        fades = [(moment - datetime(*day, tzinfo=UTC)).total_seconds() / 86400 for day in days]
         return max(
             [max(0.0, 1 - fade / 7 if fade >= 0 else 1 + fade) for fade in fades], default=0.0
         )

@@ -10,7 +10,7 @@ import pytest
 
 from memory.search import turn_search
 from memory.search.text import text_terms
-from memory.search.timing import days_named, mentions_time
+from memory.search.timing import days_named, mentions_time, monthdays_named
 from tests.search.turns import record
 from tests.search.why import shares_sum_to_score
 
@@ -66,6 +66,27 @@ def test_it_reads_the_days_a_query_names(query, days):
     assert days_named(query) == days
 
 
+@pytest.mark.parametrize(
+    ("query", "monthdays"),
+    [
+        ("What did we paint on May 8th?", [(5, 8)]),
+        ("when they met on Aug 15th", [(8, 15)]),
+        ("the 15th of August", [(8, 15)]),
+        ("¿qué pasó el 8 de mayo?", [(5, 8)]),
+        ("我5月16日做了什么？", [(5, 16)]),
+        ("between August 11 and August 15 2023", [(8, 11)]),
+        ("on Feb 29th", [(2, 29)]),
+        # A date with its year is days_named's; a month alone, or a day no year has, is no day.
+        ("What was James doing on March 16, 2022?", []),
+        ("2022年3月16日发生了什么？", []),
+        ("What did we paint in May 2023?", []),
+        ("on Feb 30", []),
+    ],
+)
+def test_it_reads_the_days_a_query_names_without_a_year(query, monthdays):
+    assert monthdays_named(query) == monthdays
+
+
 @pytest.fixture
 def bowling(project_scope, django_capture_on_commit_callbacks):
     """One session in March: James talks about bowling; one turn says when he went."""
@@ -113,8 +134,17 @@ def test_it_prefers_the_turn_that_says_when_for_a_when_question(
 
 
 @pytest.mark.parametrize("exact_rows", [2000, 0])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "What was James doing on March 16, 2022?",
+        # Without its year, the day is read in every year around the turns ranked.
+        "What was James doing on March 16th?",
+        "James 3月16日在做什么？",
+    ],
+)
 def test_it_prefers_the_turns_of_a_named_day_and_the_week_after(
-    project_scope, settings, django_capture_on_commit_callbacks, exact_rows
+    project_scope, settings, django_capture_on_commit_callbacks, exact_rows, query
 ):
     settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
     settings.TIDELINE_SEARCH_PRIOR_SPEAKER = 0.0
@@ -124,9 +154,7 @@ def test_it_prefers_the_turns_of_a_named_day_and_the_week_after(
     record(project_scope, "june", line, datetime(2022, 6, 1, tzinfo=UTC), callbacks)
     record(project_scope, "before", line, datetime(2022, 3, 1, tzinfo=UTC), callbacks)
 
-    hits = turn_search(
-        query="What was James doing on March 16, 2022?", scope_ids=[project_scope.pk], limit=3
-    )
+    hits = turn_search(query=query, scope_ids=[project_scope.pk], limit=3)
     assert hits[0].turn.pk == day_after[0].pk
     # A day after the named day: six sevenths of the prior; weeks away: none.
     assert hits[0].why["boosts"]["priors"] == pytest.approx(0.4 * 6 / 7, abs=1e-4)
@@ -134,10 +162,34 @@ def test_it_prefers_the_turns_of_a_named_day_and_the_week_after(
     assert all(shares_sum_to_score(hit) for hit in hits)
 
     settings.TIDELINE_SEARCH_PRIOR_DAY = 0.0
-    flat = turn_search(
-        query="What was James doing on March 16, 2022?", scope_ids=[project_scope.pk], limit=3
-    )
+    flat = turn_search(query=query, scope_ids=[project_scope.pk], limit=3)
     assert all(hit.why["boosts"]["priors"] == 0 for hit in flat)
+
+
+def test_it_reads_a_day_named_without_its_year_in_each_year_and_across_new_year(
+    project_scope, django_capture_on_commit_callbacks, settings
+):
+    settings.TIDELINE_SEARCH_PRIOR_SPEAKER = 0.0
+    line = [("James", "I went bowling with my brother and got two strikes.")]
+    callbacks = django_capture_on_commit_callbacks
+    turns = {
+        when: record(project_scope, when.isoformat(), line, when, callbacks)[0].pk
+        for when in (
+            datetime(2021, 12, 31, tzinfo=UTC),
+            datetime(2022, 3, 1, tzinfo=UTC),
+            datetime(2023, 1, 2, tzinfo=UTC),
+        )
+    }
+    hits = turn_search(
+        query="What was James doing on December 31st?", scope_ids=[project_scope.pk], limit=3
+    )
+    priors = {hit.turn.pk: hit.why["boosts"]["priors"] for hit in hits}
+    # On the day itself in 2021; two days after it in 2022's December 31st, a year later.
+    assert priors == {
+        turns[datetime(2021, 12, 31, tzinfo=UTC)]: pytest.approx(0.4),
+        turns[datetime(2023, 1, 2, tzinfo=UTC)]: pytest.approx(0.4 * 5 / 7, abs=1e-4),
+        turns[datetime(2022, 3, 1, tzinfo=UTC)]: 0,
+    }
 
 
 @pytest.fixture
