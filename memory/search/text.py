@@ -747,27 +747,37 @@ NUMERIC_DATE = re.compile(r"\b(\d{1,2})[./](\d{1,2})[./](\d{4})\b")
 ISO_DATE = re.compile(r"\b(\d{4})([-/.])(\d{1,2})\2(\d{1,2})\b")
 # Chinese and Japanese months: 2024年1月10日, 1月, 十二月 (a numeral right before 月; "三个月" and
 # "3ヶ月", three months long, put a counter between them and are not read).
-_CJK_NUMERALS = {"一": 1, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
-_CJK_NUMERALS |= {"十": 10, "十一": 11, "十二": 12}
+_CJK_NUMERALS = {
+    **{numeral: number for number, numeral in enumerate("一二三四五六七八九十", start=1)},
+    "十一": 11,
+    "十二": 12,
+}
 _CJK_MONTH = re.compile(r"(?:(\d{4})\s*年\s*)?(1[0-2]|0?[1-9]|十[一二]?|[一二三四五六七八九])\s*月")
-# Spanish months where Spanish words place them ("16 de mayo de 2024", "en marzo"), not a bare
-# "mayo", which English uses for mayonnaise.
-SPANISH_MONTHS = [
-    "enero",
-    "febrero",
-    "marzo",
-    "abril",
-    "mayo",
-    "junio",
-    "julio",
-    "agosto",
-    "septiembre",
-    "octubre",
-    "noviembre",
-    "diciembre",
-]
+# Spanish months by name ("setiembre" too), read where Spanish words place them ("16 de mayo de
+# 2024", "en marzo"), not a bare "mayo", which English uses for mayonnaise.
+SPANISH_MONTHS = {
+    name: number
+    for number, name in enumerate(
+        [
+            "enero",
+            "febrero",
+            "marzo",
+            "abril",
+            "mayo",
+            "junio",
+            "julio",
+            "agosto",
+            "septiembre",
+            "octubre",
+            "noviembre",
+            "diciembre",
+        ],
+        start=1,
+    )
+}
+SPANISH_MONTHS["setiembre"] = 9
 _SPANISH_MONTH = re.compile(
-    rf"\b(?:de|en|desde|hasta) ({'|'.join(SPANISH_MONTHS)}|setiembre)\b(?: del? (\d{{4}})\b)?"
+    rf"\b(?:de|en|desde|hasta) ({'|'.join(SPANISH_MONTHS)})\b(?: del? (\d{{4}})\b)?"
 )
 # CJK runs longer than this are sentences, not names: they are searched by their words only.
 CJK_LITERAL_MAX = 12
@@ -876,10 +886,9 @@ def _dates_spelled(text: str) -> str:
             _month_words(int(number) if number.isdigit() else _CJK_NUMERALS[number], year)
             for year, number in _CJK_MONTH.findall(text)
         ]
-    if any(name in text for name in SPANISH_MONTHS) or "setiembre" in text:
+    if any(name in text for name in SPANISH_MONTHS):
         months += [
-            _month_words(SPANISH_MONTHS.index(name.replace("setiembre", "septiembre")) + 1, year)
-            for name, year in _SPANISH_MONTH.findall(text)
+            _month_words(SPANISH_MONTHS[name], year) for name, year in _SPANISH_MONTH.findall(text)
         ]
     return text + "".join(months)
 

@@ -51,8 +51,7 @@ DAY_BEFORE_DAYS = 1.0
 
 _MONTH_NUMBER = {name: number for number, name in enumerate(MONTHS, start=1)}
 _MONTH_NUMBER |= {short: _MONTH_NUMBER[name] for short, name in MONTH_ABBREVIATIONS.items()}
-_MONTH_NUMBER |= {name: number for number, name in enumerate(SPANISH_MONTHS, start=1)}
-_MONTH_NUMBER["setiembre"] = 9
+_MONTH_NUMBER |= SPANISH_MONTHS
 _MONTH = "|".join(sorted(_MONTH_NUMBER, key=len, reverse=True))
 _ORDINAL = r"(?:st|nd|rd|th)?"
 # March 16, 2022 · Mar 16th 2022 · 16 March 2022 · 16th of March, 2022 · 16 de marzo de 2022 ·
