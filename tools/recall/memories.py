@@ -13,7 +13,8 @@ half-life in days; and `"clock": "query"`, which ranks as if asked at the query'
 its session's start; LoCoMo: the day after the last session) instead of today, for the recency
 prior (every stored memory is months old today, so its recency prior is flat). `{}` is the
 default ranking. `sentences`: see `sentences_install`; `query_terms` and `coverage`: see
-`lexical_install`.
+`lexical_install`; `context` (RealMem: the query turn with the turns before it in its session):
+see `context_text` and `context_install`.
 Collection statistics include a persona's later memories, so RealMem figures differ from the
 bench's by a little: compare variants here, quote the bench for the product.
 
@@ -210,7 +211,45 @@ def lexical_install(query_terms: dict | None, coverage: dict | None) -> None:
     SearchIndex.bm25 = bm25
 
 
-def realmem_rows(key_of: dict[int, str], clock: bool = False) -> list[tuple]:
+QUERY_CONTEXT: dict = {}
+
+
+def context_install(spec: dict | None) -> None:
+    """With `spec["share"]` a, the query vector becomes the unit-length mix (1 - a) · the query
+    turn's vector + a · the vector of the turns before it (`QUERY_CONTEXT`); its words are not
+    searched."""
+    from memory.services.embedding import embedder_get
+
+    if not spec or "share" not in spec:
+        return
+    share = spec["share"]
+
+    def query_vector(query, index):
+        vector = ORIGINAL_QUERY_VECTOR(query, index)
+        earlier = QUERY_CONTEXT.pop("text", None)
+        if vector is None or not earlier:
+            return vector
+        mixed = (1 - share) * vector + share * embedder_get().embed_query(earlier)
+        return (mixed / np.linalg.norm(mixed)).astype(vector.dtype)
+
+    service._query_vector = query_vector
+
+
+def context_text(turns: list[dict], text: str, spec: dict) -> str:
+    """The query turn with the `turns` turns before it in its session (`who`: "user" keeps only the
+    user's), each cut to `chars` characters, earlier first."""
+    at = next(i for i, turn in enumerate(turns) if turn["content"] == text)
+    earlier = [
+        turn["content"][: spec.get("chars", 10_000)]
+        for turn in turns[max(0, at - spec["turns"]) : at]
+        if spec.get("who") != "user" or turn["speaker"] == "User"
+    ]
+    return "\n".join([*earlier, text])
+
+
+def realmem_rows(
+    key_of: dict[int, str], clock: bool = False, context: dict | None = None
+) -> list[tuple]:
     """(half, category, gold keys, ranked keys) per RealMem query."""
     rows = []
     for number, path in enumerate(sorted((SHARED / "realmem/dataset").glob("*.json"))):
@@ -218,6 +257,11 @@ def realmem_rows(key_of: dict[int, str], clock: bool = False) -> list[tuple]:
         scope = scope_ensure(kind=ScopeKind.PROJECT, key=f"recall/realmem/{path.stem}", label="")
         dialogues = json.loads(path.read_text())["dialogues"]
         for n, category, text, gold in memory_queries(dialogues):
+            if context and "share" in context:
+                earlier = context_text(dialogues[n]["dialogue_turns"], text, context)
+                QUERY_CONTEXT["text"] = earlier[: -len(text)].strip() or None
+            elif context:
+                text = context_text(dialogues[n]["dialogue_turns"], text, context)
             until = session_day(dialogues[n]["current_time"]) + timedelta(seconds=n)
             with clock_at(until if clock else None):
                 hits = memory_search(query=text, scope_ids=[scope.pk], limit=LIMIT, until=until)
@@ -285,12 +329,13 @@ def main(specs: list[str]) -> None:
         )
         service._indexes.clear()
         sentences_install(variant.get("sentences"))
+        context_install(variant.get("context"))
         lexical_install(variant.get("query_terms"), variant.get("coverage"))
         service.RECENCY_HALF_LIFE_DAYS = variant.get("half_life", HALF_LIFE)
         clock = variant.get("clock") == "query"
         with override_settings(**overrides):
             began = time.perf_counter()
-            realmem = realmem_rows(key_of, clock)
+            realmem = realmem_rows(key_of, clock, variant.get("context"))
             seconds = time.perf_counter() - began
             conversation = locomo_rows(key_of, clock)
         print(spec, flush=True)
