@@ -319,6 +319,11 @@ TIDELINE_SEARCH_PRIOR_DECISION = env_float("TIDELINE_SEARCH_PRIOR_DECISION", 0.1
 # week after it.
 TIDELINE_SEARCH_PRIOR_WHEN = env_float("TIDELINE_SEARCH_PRIOR_WHEN", 0.15, minimum=0.0, maximum=1.0)
 TIDELINE_SEARCH_PRIOR_DAY = env_float("TIDELINE_SEARCH_PRIOR_DAY", 0.4, minimum=0.0, maximum=1.0)
+# PERIOD, the same for a month (or a third of one) named with its year and no day: "in October
+# 2023", "the last week of October 2023".
+TIDELINE_SEARCH_PRIOR_PERIOD = env_float(
+    "TIDELINE_SEARCH_PRIOR_PERIOD", 0.2, minimum=0.0, maximum=1.0
+)
 # Added to the turns of each speaker a query names (memory/search/turn_priors.py).
 TIDELINE_SEARCH_PRIOR_SPEAKER = env_float(
     "TIDELINE_SEARCH_PRIOR_SPEAKER", 0.15, minimum=0.0, maximum=1.0

@@ -3,10 +3,14 @@
 A question that asks when something happened ("When did James go bowling?") is answered by the turn
 that anchors the event in time ("yesterday I went bowling"), while its neighbours share the same
 words and no date. A question that names a day ("What was James doing on March 16, 2022?") is
-answered by what was said on that day or in the days after it ("yesterday I …", "last week …").
-memory/search/turn_priors.py adds these two priors to turn_search's fused score.
+answered by what was said on that day or in the days after it ("yesterday I …", "last week …"),
+and one that names a month with its year ("What did Melanie paint in July 2023?", "the last week
+of October 2023") by what was said in that month or the days after it.
+memory/search/turn_priors.py adds these priors to turn_search's fused score, and memory_search
+to memories by their valid_from.
 """
 
+import calendar
 import re
 from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime
@@ -43,9 +47,9 @@ CJK_TIME_WORDS = (
 # Years are terms as written; a turn naming one is anchored in time.
 YEARS = range(1950, 2100)
 
-# A named day weighs fully at its own date and fades to nothing this many days after it (what is
-# said about a day is mostly said in the sessions after it: "yesterday", "last week") and one day
-# before it (a session dated just before the day, in another time zone).
+# A named day (or month) weighs fully at its own date and fades to nothing this many days after it
+# (what is said about a day is mostly said in the sessions after it: "yesterday", "last week") and
+# one day before it (a session dated just before the day, in another time zone).
 DAY_AFTER_DAYS = 7.0
 DAY_BEFORE_DAYS = 1.0
 
@@ -67,6 +71,25 @@ _FULL_DATES = (_MONTH_DAY_YEAR, _DAY_MONTH_YEAR, _CJK_DATE, ISO_DATE, NUMERIC_DA
 _MONTH_DAY = re.compile(rf"\b({_MONTH})\.? (\d{{1,2}}){_ORDINAL}\b")
 _DAY_MONTH = re.compile(rf"\b(\d{{1,2}}){_ORDINAL} (?:of |de )?({_MONTH})\b")
 _CJK_MONTH_DAY = re.compile(r"(?<!\d)(\d{1,2})\s*月\s*(\d{1,2})\s*[日号號]")
+# A month named with its year and no day ("in October 2023", "the last week of October 2023",
+# "a finales de octubre de 2023", 2023年10月底) names a stretch of days; a word for part of the
+# month narrows it to its first, middle or last third (days 1-10, 11-20, 21 to the end).
+_MONTH_THIRDS = ((1, 10), (11, 20), (21, 31))
+_LATIN_PARTS = {
+    "early": 0, "beginning": 0, "start": 0, "first week": 0, "first weekend": 0,
+    "first half": 0, "principios": 0, "comienzos": 0, "inicios": 0,
+    "mid": 1, "middle": 1, "mediados": 1,
+    "late": 2, "end": 2, "last week": 2, "last weekend": 2, "second half": 2, "finales": 2,
+    "fines": 2,
+}  # fmt: skip
+_CJK_PARTS = {"初": 0, "上旬": 0, "中旬": 1, "下旬": 2, "底": 2, "末": 2}
+_LATIN_PART = "|".join(sorted(_LATIN_PARTS, key=len, reverse=True))
+_CJK_PART = "|".join(sorted(_CJK_PARTS, key=len, reverse=True))
+_MONTH_YEAR = re.compile(
+    rf"\b(?:(?:the )?({_LATIN_PART})(?:(?: of| de)? |-))?"
+    rf"({_MONTH})\.?,? (?:of |de |del )?(\d{{4}})\b"
+)
+_CJK_MONTH_YEAR = re.compile(rf"(\d{{4}})\s*年\s*(\d{{1,2}})\s*月({_CJK_PART})?")
 
 
 @cache
@@ -113,12 +136,56 @@ def monthdays_named(query: str) -> list[tuple[int, int]]:
     return list(dict.fromkeys(day for day in found if _day("2000", *day) is not None))
 
 
+def _span(year: str, month: int, third: int | None) -> tuple[date, date] | None:
+    """The first and last day of a month, or of one third of it."""
+    if not 1 <= month <= 12:
+        return None
+    last = calendar.monthrange(int(year), month)[1]
+    first_day, last_day = (1, last) if third is None else _MONTH_THIRDS[third]
+    return date(int(year), month, first_day), date(int(year), month, min(last_day, last))
+
+
+def periods_named(query: str) -> list[tuple[date, date]]:
+    """(first day, last day) of each month, or part of a month, the query names with its year and
+    no day, in the order found (a full date is days_named's)."""
+    text = query.lower()
+    for full in _FULL_DATES:
+        text = full.sub(lambda match: " " * len(match.group(0)), text)
+    found = [
+        _span(year, _MONTH_NUMBER[month], _LATIN_PARTS.get(part))
+        for part, month, year in _MONTH_YEAR.findall(text)
+    ]
+    found += [
+        _span(year, int(month), _CJK_PARTS.get(part))
+        for year, month, part in _CJK_MONTH_YEAR.findall(text)
+    ]
+    return list(dict.fromkeys(span for span in found if span is not None))
+
+
 def _years_around(epochs: np.ndarray) -> list[int]:
     """The calendar years of `epochs`, with the year before and after each (a day named near a new
     year falls in the neighbouring one)."""
     finite = epochs[np.isfinite(epochs)]
     years = np.unique(finite.astype("datetime64[s]").astype("datetime64[Y]").astype(np.int64))
     return sorted({int(year) + 1970 + step for year in years for step in (-1, 0, 1)})
+
+
+def _nearness(epochs: np.ndarray, spans: list[tuple[date, date]]) -> np.ndarray:
+    """How near each moment is to the nearest span of days: 1 from the first day's start to the
+    last day's start, fading to 0 over DAY_AFTER_DAYS after that and DAY_BEFORE_DAYS before."""
+    nearness = np.zeros(len(epochs), dtype=np.float64)
+    for first, last in spans:
+        start = datetime(first.year, first.month, first.day, tzinfo=UTC).timestamp()
+        end = datetime(last.year, last.month, last.day, tzinfo=UTC).timestamp()
+        before = (epochs - start) / 86400.0
+        after = (epochs - end) / 86400.0
+        fade = np.where(
+            before < 0,
+            1.0 + before / DAY_BEFORE_DAYS,
+            np.where(after > 0, 1.0 - after / DAY_AFTER_DAYS, 1.0),
+        )
+        nearness = np.maximum(nearness, np.clip(fade, 0.0, 1.0))
+    return nearness
 
 
 def time_priors(
@@ -130,7 +197,8 @@ def time_priors(
     asks = asks_when(query) and settings.TIDELINE_SEARCH_PRIOR_WHEN > 0
     days = days_named(query) if settings.TIDELINE_SEARCH_PRIOR_DAY > 0 else []
     monthdays = monthdays_named(query) if settings.TIDELINE_SEARCH_PRIOR_DAY > 0 else []
-    if not asks and not days and not monthdays:
+    periods = periods_named(query) if settings.TIDELINE_SEARCH_PRIOR_PERIOD > 0 else []
+    if not asks and not days and not monthdays and not periods:
         return None
 
     def priors(rows: np.ndarray) -> np.ndarray:
@@ -146,15 +214,11 @@ def time_priors(
                 if (day := _day(str(year), month, str(number))) is not None
             ]
         if named:
-            nearness = np.zeros(len(rows), dtype=np.float64)
-            for day in named:
-                start = datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
-                offset = (occurred_at[rows] - start) / 86400.0
-                fade = np.where(
-                    offset >= 0, 1.0 - offset / DAY_AFTER_DAYS, 1.0 + offset / DAY_BEFORE_DAYS
-                )
-                nearness = np.maximum(nearness, np.clip(fade, 0.0, 1.0))
+            nearness = _nearness(occurred_at[rows], [(day, day) for day in named])
             prior += (settings.TIDELINE_SEARCH_PRIOR_DAY * nearness).astype(np.float32)
+        if periods:
+            nearness = _nearness(occurred_at[rows], periods)
+            prior += (settings.TIDELINE_SEARCH_PRIOR_PERIOD * nearness).astype(np.float32)
         return prior
 
     return priors

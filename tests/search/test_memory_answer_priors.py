@@ -1,6 +1,6 @@
 """memory_search reads the kind of answer a question asks for, as turn search does: a question
-that asks when prefers the memory that places itself in time, one that names a day the memories
-valid from that day or the week after, one that opens with how many the memory that states a
+that asks when prefers the memory that places itself in time, one that names a day (or a month
+with its year) the memories valid from that day (month) or the week after, one that opens with how many the memory that states a
 number, one that opens with where the memory that names a place."""
 
 from datetime import UTC, datetime
@@ -62,8 +62,27 @@ def test_it_prefers_the_memory_that_holds_the_kind_of_answer_asked_for(
 
 
 @pytest.mark.parametrize("exact_rows", [2000, 0])
-def test_it_prefers_the_memories_of_a_named_day_and_the_week_after(
-    project_scope, write_narrative, settings, exact_rows
+@pytest.mark.parametrize(
+    ("query", "setting", "weight", "march_raised"),
+    [
+        # A day after the named day the prior has faded by a seventh.
+        (
+            "What was James doing with his brother on March 16, 2022?",
+            "TIDELINE_SEARCH_PRIOR_DAY",
+            0.4,
+            0.4 * (1 - 1 / 7),
+        ),
+        # Inside the named month, the whole prior.
+        (
+            "What was James doing with his brother in March 2022?",
+            "TIDELINE_SEARCH_PRIOR_PERIOD",
+            0.2,
+            0.2,
+        ),
+    ],
+)
+def test_it_prefers_the_memories_of_a_named_day_or_month_and_the_week_after(
+    project_scope, write_narrative, settings, exact_rows, query, setting, weight, march_raised
 ):
     settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
     june = write_narrative(
@@ -76,19 +95,18 @@ def test_it_prefers_the_memories_of_a_named_day_and_the_week_after(
         "James and his brother spent the whole afternoon bowling",
         valid_from=datetime(2022, 3, 17, tzinfo=UTC),
     )
-    query = "What was James doing with his brother on March 16, 2022?"
-    settings.TIDELINE_SEARCH_PRIOR_DAY = 0.0
+    setattr(settings, setting, 0.0)
     without = memory_search(query=query, scope_ids=[project_scope.pk], limit=2)
     assert [hit.memory.pk for hit in without] == [june.pk, march.pk]
 
-    settings.TIDELINE_SEARCH_PRIOR_DAY = 0.4
+    setattr(settings, setting, weight)
     hits = memory_search(query=query, scope_ids=[project_scope.pk], limit=2)
     assert [hit.memory.pk for hit in hits] == [march.pk, june.pk]
     before = {hit.memory.pk: hit.score for hit in without}
     raised = {hit.memory.pk: hit.score - before[hit.memory.pk] for hit in hits}
-    # A day after the named day the prior has faded by a seventh; June is past the week.
+    # June is past the week after.
     assert raised == {
-        march.pk: pytest.approx(0.4 * (1 - 1 / 7), abs=1e-4),
+        march.pk: pytest.approx(march_raised, abs=1e-4),
         june.pk: pytest.approx(0, abs=1e-5),
     }
     assert all(shares_sum_to_score(hit) for hit in hits)

@@ -38,6 +38,8 @@ VOCABULARY = [
     "When did",
     "on 7 Jan 2024",
     "on 8 Jan",
+    "in January 2024",
+    "late January 2024",
     # Last in a query, a question naming a speaker: asking turns' negative prior is part of it.
     "Amy?",
     # First in a query, a question for a number or a place: the answer priors are part of it.
@@ -198,7 +200,7 @@ def reference_memory_ranking(query, scope_id, limit):
     )
     from memory.search.service import search_index
     from memory.search.text import text_terms
-    from memory.search.timing import days_named, mentions_time, monthdays_named
+    from memory.search.timing import days_named, mentions_time, monthdays_named, periods_named
     from memory.services.embedding import embedder_get
 
     # On PostgreSQL in native mode, the rows a query ranks are its candidate view (every row of a
@@ -259,10 +261,26 @@ def reference_memory_ranking(query, scope_id, limit):
             [max(0.0, 1 - fade / 7 if fade >= 0 else 1 + fade) for fade in fades], default=0.0
         )
 
+    def near_a_named_period(pk) -> float:
+        # Full from its first day to its last, fading over 7 days after and 1 day before.
+        moment = valid_from[pk]
+        nearness = [0.0]
+        for first, last in periods_named(query):
+            before = (moment - datetime(*first.timetuple()[:3], tzinfo=UTC)).total_seconds()
+            after = (moment - datetime(*last.timetuple()[:3], tzinfo=UTC)).total_seconds()
+            if before < 0:
+                nearness.append(max(0.0, 1 + before / 86400))
+            elif after > 0:
+                nearness.append(max(0.0, 1 - after / 86400 / 7))
+            else:
+                nearness.append(1.0)
+        return max(nearness)
+
     kind = [
         (django_settings.TIDELINE_SEARCH_PRIOR_WHEN if asks_when(query) else 0)
         * mentions_time(text_terms(raw[int(pk)]))
         + django_settings.TIDELINE_SEARCH_PRIOR_DAY * near_a_named_day(int(pk))
+        + django_settings.TIDELINE_SEARCH_PRIOR_PERIOD * near_a_named_period(int(pk))
         + (answer if asks_for_number(query) else 0) * states_number(raw[int(pk)])
         + (answer if asks_for_place(query) else 0) * names_proper(raw[int(pk)])
         for pk in table["id"]

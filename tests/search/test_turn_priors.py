@@ -1,7 +1,8 @@
 """Turn priors: a when-question prefers the turn that places the event in time, a question that
-names a day prefers the turns of that day and the week after it, one that names a speaker
-prefers that speaker's turns, and one that asks how many or where prefers the turn that states a
-number or names a place, and a turn that says more outranks a short one with the same words."""
+names a day or a month prefers the turns of that day or month and the week after it, one that
+names a speaker prefers that speaker's turns, and one that asks how many or where prefers the turn
+that states a number or names a place, and a turn that says more outranks a short one with the
+same words."""
 
 import math
 from datetime import UTC, date, datetime
@@ -10,7 +11,7 @@ import pytest
 
 from memory.search import turn_search
 from memory.search.text import text_terms
-from memory.search.timing import days_named, mentions_time, monthdays_named
+from memory.search.timing import days_named, mentions_time, monthdays_named, periods_named
 from tests.search.turns import record
 from tests.search.why import shares_sum_to_score
 
@@ -85,6 +86,30 @@ def test_it_reads_the_days_a_query_names(query, days):
 )
 def test_it_reads_the_days_a_query_names_without_a_year(query, monthdays):
     assert monthdays_named(query) == monthdays
+
+
+@pytest.mark.parametrize(
+    ("query", "periods"),
+    [
+        ("What did we paint in May 2023?", [(date(2023, 5, 1), date(2023, 5, 31))]),
+        ("In February, 2024 we moved", [(date(2024, 2, 1), date(2024, 2, 29))]),
+        ("the first weekend of October 2023", [(date(2023, 10, 1), date(2023, 10, 10))]),
+        ("mid-October 2023", [(date(2023, 10, 11), date(2023, 10, 20))]),
+        ("in the last week of Feb 2023", [(date(2023, 2, 21), date(2023, 2, 28))]),
+        ("a finales de febrero de 2024", [(date(2024, 2, 21), date(2024, 2, 29))]),
+        ("a principios de mayo del 2023", [(date(2023, 5, 1), date(2023, 5, 10))]),
+        ("我们2023年10月底去了哪里？", [(date(2023, 10, 21), date(2023, 10, 31))]),
+        ("2023年2月", [(date(2023, 2, 1), date(2023, 2, 28))]),
+        # A full date is a day, not its month; a month without its year, or no month, is no period.
+        ("What was James doing on March 16, 2022?", []),
+        ("on 16 March 2022", []),
+        ("2022年3月16日发生了什么？", []),
+        ("What did we paint in May?", []),
+        ("2023年13月", []),
+    ],
+)
+def test_it_reads_the_months_a_query_names_with_their_year(query, periods):
+    assert periods_named(query) == periods
 
 
 @pytest.fixture
@@ -190,6 +215,55 @@ def test_it_reads_a_day_named_without_its_year_in_each_year_and_across_new_year(
         turns[datetime(2023, 1, 2, tzinfo=UTC)]: pytest.approx(0.4 * 5 / 7, abs=1e-4),
         turns[datetime(2022, 3, 1, tzinfo=UTC)]: 0,
     }
+
+
+@pytest.mark.parametrize("exact_rows", [2000, 0])
+def test_it_prefers_the_turns_of_a_named_month_and_the_week_after(
+    project_scope, settings, django_capture_on_commit_callbacks, exact_rows
+):
+    settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
+    settings.TIDELINE_SEARCH_PRIOR_SPEAKER = 0.0
+    line = [("James", "I went bowling with my brother and got two strikes.")]
+    callbacks = django_capture_on_commit_callbacks
+    turns = {
+        when: record(project_scope, when.isoformat(), line, when, callbacks)[0].pk
+        for when in (
+            datetime(2023, 9, 20, tzinfo=UTC),
+            datetime(2023, 10, 15, tzinfo=UTC),
+            datetime(2023, 10, 28, tzinfo=UTC),
+            datetime(2023, 11, 3, tzinfo=UTC),
+            datetime(2023, 12, 1, tzinfo=UTC),
+        )
+    }
+
+    def priors(query: str) -> dict:
+        hits = turn_search(query=query, scope_ids=[project_scope.pk], limit=5)
+        assert all(shares_sum_to_score(hit) for hit in hits)
+        return {
+            when: hit.why["boosts"]["priors"]
+            for when, pk in turns.items()
+            for hit in hits
+            if hit.turn.pk == pk
+        }
+
+    # The whole month, then three days after its last day: four sevenths of the prior.
+    assert priors("What was James doing in October 2023?") == {
+        datetime(2023, 9, 20, tzinfo=UTC): 0,
+        datetime(2023, 10, 15, tzinfo=UTC): pytest.approx(0.2),
+        datetime(2023, 10, 28, tzinfo=UTC): pytest.approx(0.2),
+        datetime(2023, 11, 3, tzinfo=UTC): pytest.approx(0.2 * 4 / 7, abs=1e-4),
+        datetime(2023, 12, 1, tzinfo=UTC): 0,
+    }
+    # Its last third only.
+    assert priors("What was James doing in the last week of October 2023?") == {
+        datetime(2023, 9, 20, tzinfo=UTC): 0,
+        datetime(2023, 10, 15, tzinfo=UTC): 0,
+        datetime(2023, 10, 28, tzinfo=UTC): pytest.approx(0.2),
+        datetime(2023, 11, 3, tzinfo=UTC): pytest.approx(0.2 * 4 / 7, abs=1e-4),
+        datetime(2023, 12, 1, tzinfo=UTC): 0,
+    }
+    settings.TIDELINE_SEARCH_PRIOR_PERIOD = 0.0
+    assert set(priors("What was James doing in October 2023?").values()) == {0}
 
 
 @pytest.fixture
