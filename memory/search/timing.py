@@ -60,9 +60,11 @@ _MONTH = "|".join(sorted(_MONTH_NUMBER, key=len, reverse=True))
 _ORDINAL = r"(?:st|nd|rd|th)?"
 # March 16, 2022 · Mar 16th 2022 · 16 March 2022 · 16th of March, 2022 · 16 de marzo de 2022 ·
 # 2022年3月16日 · 2024-01-10, 2024/01/10 · 10.01.2024 and 10/01/2024 (both readings when ambiguous).
-_MONTH_DAY_YEAR = re.compile(rf"\b({_MONTH})\.? (\d{{1,2}}){_ORDINAL},? (\d{{4}})\b")
+# Before the year, a space, a comma, or both ("December 1,2023" is written too).
+_YEAR_AFTER = r"(?:, ?| )"
+_MONTH_DAY_YEAR = re.compile(rf"\b({_MONTH})\.? (\d{{1,2}}){_ORDINAL}{_YEAR_AFTER}(\d{{4}})\b")
 _DAY_MONTH_YEAR = re.compile(
-    rf"\b(\d{{1,2}}){_ORDINAL} (?:of |de )?({_MONTH})\.?,? (?:de |del )?(\d{{4}})\b"
+    rf"\b(\d{{1,2}}){_ORDINAL} (?:of |de )?({_MONTH})\.?{_YEAR_AFTER}(?:de |del )?(\d{{4}})\b"
 )
 _CJK_DATE = re.compile(r"(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*[日号號]")
 _FULL_DATES = (_MONTH_DAY_YEAR, _DAY_MONTH_YEAR, _CJK_DATE, ISO_DATE, NUMERIC_DATE)

@@ -50,6 +50,8 @@ def test_it_knows_which_turns_place_themselves_in_time(text, expected):
         ("What was James doing on March 16, 2022?", [date(2022, 3, 16)]),
         ("on Mar 3rd 2023 and on 7 Jan 2024", [date(2023, 3, 3), date(2024, 1, 7)]),
         ("the 16th of March, 2022", [date(2022, 3, 16)]),
+        ("the forest picture shared on December 1,2023", [date(2023, 12, 1)]),
+        ("16 March,2022", [date(2022, 3, 16)]),
         ("¿qué pasó el 16 de marzo de 2022?", [date(2022, 3, 16)]),
         ("2022年3月16日发生了什么？", [date(2022, 3, 16)]),
         ("deploy on 2024-01-10", [date(2024, 1, 10)]),
