@@ -77,21 +77,29 @@ _CJK_MONTH_DAY = re.compile(r"(?<!\d)(\d{1,2})\s*月\s*(\d{1,2})\s*[日号號]")
 # "a finales de octubre de 2023", 2023年10月底) names a stretch of days; a word for part of the
 # month narrows it to its first, middle or last third (days 1-10, 11-20, 21 to the end).
 _MONTH_THIRDS = ((1, 10), (11, 20), (21, 31))
+# "early", "mid" and "late" come straight before the month ("mid-October"); the others are also
+# everyday words ("we start May…"), so they count only before "of" or "de".
 _LATIN_PARTS = {
-    "early": 0, "beginning": 0, "start": 0, "first week": 0, "first weekend": 0,
-    "first half": 0, "principios": 0, "comienzos": 0, "inicios": 0,
-    "mid": 1, "middle": 1, "mediados": 1,
-    "late": 2, "end": 2, "last week": 2, "last weekend": 2, "second half": 2, "finales": 2,
-    "fines": 2,
+    "early": 0, "mid": 1, "late": 2,
+    "beginning": 0, "start": 0, "first week": 0, "first weekend": 0, "first half": 0,
+    "principios": 0, "comienzos": 0, "inicios": 0, "middle": 1, "mediados": 1,
+    "end": 2, "last week": 2, "last weekend": 2, "second half": 2, "finales": 2, "fines": 2,
 }  # fmt: skip
 _CJK_PARTS = {"初": 0, "上旬": 0, "中旬": 1, "下旬": 2, "底": 2, "末": 2}
-_LATIN_PART = "|".join(sorted(_LATIN_PARTS, key=len, reverse=True))
-_CJK_PART = "|".join(sorted(_CJK_PARTS, key=len, reverse=True))
-_MONTH_YEAR = re.compile(
-    rf"\b(?:(?:the )?({_LATIN_PART})(?:(?: of| de)? |-))?"
-    rf"({_MONTH})\.?,? (?:of |de |del )?(\d{{4}})\b"
+_BEFORE_MONTH = ("early", "mid", "late")
+_PART_OF = "|".join(
+    sorted((part for part in _LATIN_PARTS if part not in _BEFORE_MONTH), key=len, reverse=True)
 )
+_LATIN_PART = rf"(?:the )?(?:({'|'.join(_BEFORE_MONTH)})[ -]|({_PART_OF}) (?:of|de) )"
+_CJK_PART = "|".join(sorted(_CJK_PARTS, key=len, reverse=True))
+_MONTH_YEAR = re.compile(rf"\b(?:{_LATIN_PART})?({_MONTH})\.?,? (?:of |de |del )?(\d{{4}})\b")
 _CJK_MONTH_YEAR = re.compile(rf"(\d{{4}})\s*年\s*(\d{{1,2}})\s*月({_CJK_PART})?")
+# A month named without its year ("in October", "the end of June", "en octubre", 10月底), read
+# in every year around the rows ranked, as a day without its year is. Only a full month name
+# after "in" or "during", or after a word for part of it, counts: "en mar" is at sea, "may" a verb.
+_FULL_MONTH = "|".join(sorted([*MONTHS, *SPANISH_MONTHS], key=len, reverse=True))
+_MONTH_ALONE = re.compile(rf"\b(?:{_LATIN_PART}|(?:in|during|en|durante) )({_FULL_MONTH})\b")
+_CJK_MONTH_ALONE = re.compile(rf"(?<![\d年])(1[0-2]|0?[1-9])\s*月({_CJK_PART})?")
 
 
 @cache
@@ -154,14 +162,29 @@ def periods_named(query: str) -> list[tuple[date, date]]:
     for full in _FULL_DATES:
         text = full.sub(lambda match: " " * len(match.group(0)), text)
     found = [
-        _span(year, _MONTH_NUMBER[month], _LATIN_PARTS.get(part))
-        for part, month, year in _MONTH_YEAR.findall(text)
+        _span(year, _MONTH_NUMBER[month], _LATIN_PARTS.get(before or part))
+        for before, part, month, year in _MONTH_YEAR.findall(text)
     ]
     found += [
         _span(year, int(month), _CJK_PARTS.get(part))
         for year, month, part in _CJK_MONTH_YEAR.findall(text)
     ]
     return list(dict.fromkeys(span for span in found if span is not None))
+
+
+def monthperiods_named(query: str) -> list[tuple[int, int | None]]:
+    """(month, third: 0-2 or None for the whole month) of each month the query names without a
+    year or a day, in the order found."""
+    text = query.lower()
+    for claimed in (*_FULL_DATES, _MONTH_DAY, _DAY_MONTH, _CJK_MONTH_DAY, _MONTH_YEAR):
+        text = claimed.sub(lambda match: " " * len(match.group(0)), text)
+    text = _CJK_MONTH_YEAR.sub(lambda match: " " * len(match.group(0)), text)
+    found = [
+        (_MONTH_NUMBER[month], _LATIN_PARTS.get(before or part))
+        for before, part, month in _MONTH_ALONE.findall(text)
+    ]
+    found += [(int(month), _CJK_PARTS.get(part)) for month, part in _CJK_MONTH_ALONE.findall(text)]
+    return list(dict.fromkeys(found))
 
 
 def _years_around(epochs: np.ndarray) -> list[int]:
@@ -200,7 +223,8 @@ def time_priors(
     days = days_named(query) if settings.TIDELINE_SEARCH_PRIOR_DAY > 0 else []
     monthdays = monthdays_named(query) if settings.TIDELINE_SEARCH_PRIOR_DAY > 0 else []
     periods = periods_named(query) if settings.TIDELINE_SEARCH_PRIOR_PERIOD > 0 else []
-    if not asks and not days and not monthdays and not periods:
+    months = monthperiods_named(query) if settings.TIDELINE_SEARCH_PRIOR_PERIOD > 0 else []
+    if not asks and not days and not monthdays and not periods and not months:
         return None
 
     def priors(rows: np.ndarray) -> np.ndarray:
@@ -218,8 +242,16 @@ def time_priors(
         if named:
             nearness = _nearness(occurred_at[rows], [(day, day) for day in named])
             prior += (settings.TIDELINE_SEARCH_PRIOR_DAY * nearness).astype(np.float32)
-        if periods:
-            nearness = _nearness(occurred_at[rows], periods)
+        spans = list(periods)
+        if months:
+            spans += [
+                span
+                for year in _years_around(occurred_at[rows])
+                for month, third in months
+                if (span := _span(str(year), month, third)) is not None
+            ]
+        if spans:
+            nearness = _nearness(occurred_at[rows], spans)
             prior += (settings.TIDELINE_SEARCH_PRIOR_PERIOD * nearness).astype(np.float32)
         return prior
 

@@ -1,4 +1,5 @@
-from datetime import UTC, datetime
+import calendar
+from datetime import UTC, date, datetime
 
 import numpy as np
 import pytest
@@ -40,6 +41,7 @@ VOCABULARY = [
     "on 8 Jan",
     "in January 2024",
     "late January 2024",
+    "in January",
     # Last in a query, a question naming a speaker: asking turns' negative prior is part of it.
     "Amy?",
     # First in a query, a question for a number or a place: the answer priors are part of it.
@@ -200,7 +202,13 @@ def reference_memory_ranking(query, scope_id, limit):
     )
     from memory.search.service import search_index
     from memory.search.text import text_terms
-    from memory.search.timing import days_named, mentions_time, monthdays_named, periods_named
+    from memory.search.timing import (
+        days_named,
+        mentions_time,
+        monthdays_named,
+        monthperiods_named,
+        periods_named,
+    )
     from memory.services.embedding import embedder_get
 
     # On PostgreSQL in native mode, the rows a query ranks are its candidate view (every row of a
@@ -265,7 +273,21 @@ def reference_memory_ranking(query, scope_id, limit):
         # Full from its first day to its last, fading over 7 days after and 1 day before.
         moment = valid_from[pk]
         nearness = [0.0]
-        for first, last in periods_named(query):
+        # A month without its year, read in the memory's own year and the years either side.
+        thirds = {None: (1, 31), 0: (1, 10), 1: (11, 20), 2: (21, 31)}
+        yearless = [
+            (
+                date(moment.year + step, month, thirds[third][0]),
+                date(
+                    moment.year + step,
+                    month,
+                    min(thirds[third][1], calendar.monthrange(moment.year + step, month)[1]),
+                ),
+            )
+            for month, third in monthperiods_named(query)
+            for step in (-1, 0, 1)
+        ]
+        for first, last in periods_named(query) + yearless:
             before = (moment - datetime(*first.timetuple()[:3], tzinfo=UTC)).total_seconds()
             after = (moment - datetime(*last.timetuple()[:3], tzinfo=UTC)).total_seconds()
             if before < 0:

@@ -11,7 +11,13 @@ import pytest
 
 from memory.search import turn_search
 from memory.search.text import text_terms
-from memory.search.timing import days_named, mentions_time, monthdays_named, periods_named
+from memory.search.timing import (
+    days_named,
+    mentions_time,
+    monthdays_named,
+    monthperiods_named,
+    periods_named,
+)
 from tests.search.turns import record
 from tests.search.why import shares_sum_to_score
 
@@ -112,6 +118,29 @@ def test_it_reads_the_days_a_query_names_without_a_year(query, monthdays):
 )
 def test_it_reads_the_months_a_query_names_with_their_year(query, periods):
     assert periods_named(query) == periods
+
+
+@pytest.mark.parametrize(
+    ("query", "months"),
+    [
+        ("When did Melanie go camping in June?", [(6, None)]),
+        ("during August", [(8, None)]),
+        ("the end of June", [(6, 2)]),
+        ("mid-june and early July", [(6, 1), (7, 0)]),
+        ("¿qué hicimos en octubre?", [(10, None)]),
+        ("a mediados de octubre", [(10, 1)]),
+        ("我们10月底去了哪里", [(10, 2)]),
+        # With a year or a day it is someone else's; a verb, a sea or a duration is no month.
+        ("What did we paint in May 2023?", []),
+        ("on May 8th", []),
+        ("我们2023年10月去了哪里", []),
+        ("May I ask, we start May with a plan", []),
+        ("navegamos en mar abierto", []),
+        ("我学了3个月", []),
+    ],
+)
+def test_it_reads_the_months_a_query_names_without_a_year(query, months):
+    assert monthperiods_named(query) == months
 
 
 @pytest.fixture
@@ -266,6 +295,32 @@ def test_it_prefers_the_turns_of_a_named_month_and_the_week_after(
     }
     settings.TIDELINE_SEARCH_PRIOR_PERIOD = 0.0
     assert set(priors("What was James doing in October 2023?").values()) == {0}
+
+
+def test_it_reads_a_month_named_without_its_year_in_each_year(
+    project_scope, django_capture_on_commit_callbacks, settings
+):
+    settings.TIDELINE_SEARCH_PRIOR_SPEAKER = 0.0
+    line = [("James", "I went bowling with my brother and got two strikes.")]
+    callbacks = django_capture_on_commit_callbacks
+    turns = {
+        when: record(project_scope, when.isoformat(), line, when, callbacks)[0].pk
+        for when in (
+            datetime(2022, 10, 28, tzinfo=UTC),
+            datetime(2023, 6, 1, tzinfo=UTC),
+            datetime(2023, 10, 5, tzinfo=UTC),
+        )
+    }
+    hits = turn_search(
+        query="What was James doing at the end of October?", scope_ids=[project_scope.pk], limit=3
+    )
+    priors = {hit.turn.pk: hit.why["boosts"]["priors"] for hit in hits}
+    # The last ten days of October in both years; the 5th is in its first third.
+    assert priors == {
+        turns[datetime(2022, 10, 28, tzinfo=UTC)]: pytest.approx(0.2),
+        turns[datetime(2023, 6, 1, tzinfo=UTC)]: 0,
+        turns[datetime(2023, 10, 5, tzinfo=UTC)]: 0,
+    }
 
 
 @pytest.fixture
