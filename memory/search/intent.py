@@ -46,6 +46,13 @@ _WHEN_QUESTIONS = [
     r"\bwhen (did|does|do|is|was|were|are|will|would|has|have|had|can|could|should)\b",
     r"\b(which|what) (year|month|day|date|week)\b",
     r"\bhow long ago\b",
+    # How much time lies between two events: answered by the turns that date them. How long one
+    # thing lasted ("how long did the hike take") is not: it is said in the thing's own words.
+    r"\bhow long (has|had) it been\b",
+    r"\bhow (many|much) (days|weeks|months|years|time) (have |had )?passed\b",
+    r"\bhow long did it take\b",
+    r"\bhow long did\b.{0,60}\b(before|until)\b",
+    r"\bafter how (many|much|long)\b",
     # Chinese: 什么时候, 何时, 哪天/哪一天, 哪年/哪一年, 哪个月, 几月几号/几号
     r"什么时候|何时|哪一?天|哪一?年|哪个月|几月几[号日]|几号",
     # Japanese: いつ (not いつも, "always"), 何日, 何年, 何月

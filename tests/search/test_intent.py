@@ -57,6 +57,12 @@ def test_it_leaves_other_queries_alone(query):
         "Which year did Audrey adopt her first dogs?",
         "what date was the release",
         "How long ago did we migrate?",
+        # How much time lies between two events.
+        "How long has it been since Andrew adopted his first pet?",
+        "How many months passed between Andrew adopting Toby and Buddy?",
+        "How long did it take for Joanna to finish writing her book?",
+        "How long did Evan and his partner date before getting married?",
+        "After how many weeks did Tim reconnect with the fan?",
         "他什么时候去的北京？",
         "我们是哪天上线的",
         "いつ東京に行きましたか",
@@ -77,6 +83,9 @@ def test_it_recognises_a_question_about_when(query):
         "他喜欢什么？",
         "いつも同じエラーが出ます",
         "¿cómo despliego el servicio?",
+        # How long something lasted is said in its own words ("it took two hours").
+        "How long did the trail hike take?",
+        "How many months is the lease?",
     ],
 )
 def test_it_does_not_read_every_when_as_a_question_about_time(query):
