@@ -147,12 +147,14 @@ def monthdays_named(query: str) -> list[tuple[int, int]]:
 
 
 def _span(year: str, month: int, third: int | None) -> tuple[date, date] | None:
-    """The first and last day of a month, or of one third of it."""
-    if not 1 <= month <= 12:
+    """The first and last day of a month, or of one third of it (None for a month no calendar
+    has: month 13, year 0)."""
+    try:
+        last = calendar.monthrange(int(year), month)[1]
+        first_day, last_day = (1, last) if third is None else _MONTH_THIRDS[third]
+        return date(int(year), month, first_day), date(int(year), month, min(last_day, last))
+    except ValueError:
         return None
-    last = calendar.monthrange(int(year), month)[1]
-    first_day, last_day = (1, last) if third is None else _MONTH_THIRDS[third]
-    return date(int(year), month, first_day), date(int(year), month, min(last_day, last))
 
 
 def periods_named(query: str) -> list[tuple[date, date]]:

@@ -7,7 +7,10 @@ same words."""
 import math
 from datetime import UTC, date, datetime
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from memory.search import turn_search
 from memory.search.text import text_terms
@@ -17,6 +20,7 @@ from memory.search.timing import (
     monthdays_named,
     monthperiods_named,
     periods_named,
+    time_priors,
 )
 from tests.search.turns import record
 from tests.search.why import shares_sum_to_score
@@ -141,6 +145,31 @@ def test_it_reads_the_months_a_query_names_with_their_year(query, periods):
 )
 def test_it_reads_the_months_a_query_names_without_a_year(query, months):
     assert monthperiods_named(query) == months
+
+
+DATE_PIECES = [
+    *("0000", "0001", "2024", "9999", "0", "1", "12", "13", "16th", "29", "31"),
+    *("年", "月", "日", "底", "初", "中旬", " ", ",", "/", ".", "-"),
+    *("in ", "of ", "the ", "end ", "mid-", "early ", "last week ", "de ", "finales "),
+    *("May", "October", "Feb", "february", "mayo"),
+]
+# Rows from the first to the last year a datetime holds, and none.
+EPOCHS = np.array(
+    [datetime(1, 1, 1, tzinfo=UTC).timestamp(), 0.0, datetime(9999, 12, 31, tzinfo=UTC).timestamp()]
+)
+
+
+@given(st.lists(st.sampled_from(DATE_PIECES), max_size=10).map("".join))
+def test_it_reads_any_mix_of_date_pieces_without_raising(query):
+    # A query is untrusted: no arrangement of years, months, days and part words may raise, and
+    # every period read is a real stretch of days.
+    days_named(query)
+    monthdays_named(query)
+    assert all(first <= last for first, last in periods_named(query))
+    assert all(1 <= month <= 12 for month, _ in monthperiods_named(query))
+    priors = time_priors(query=query, occurred_at=EPOCHS, mentions=np.ones(3, dtype=bool))
+    if priors is not None:
+        assert np.all(np.isfinite(priors(np.arange(3))))
 
 
 @pytest.fixture
