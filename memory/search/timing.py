@@ -197,6 +197,19 @@ def _years_around(epochs: np.ndarray) -> list[int]:
     return sorted({int(year) + 1970 + step for year in years for step in (-1, 0, 1)})
 
 
+def _each_year(epochs: np.ndarray, yearless: list[tuple], build: Callable) -> list:
+    """`build(year, *item)` for each day or month named without its year, in every year around
+    `epochs`, leaving out what a year does not have (February 29th in 2023)."""
+    if not yearless:
+        return []
+    return [
+        built
+        for year in _years_around(epochs)
+        for item in yearless
+        if (built := build(str(year), *item)) is not None
+    ]
+
+
 def _nearness(epochs: np.ndarray, spans: list[tuple[date, date]]) -> np.ndarray:
     """How near each moment is to the nearest span of days: 1 from the first day's start to the
     last day's start, fading to 0 over DAY_AFTER_DAYS after that and DAY_BEFORE_DAYS before."""
@@ -233,25 +246,13 @@ def time_priors(
         prior = np.zeros(len(rows), dtype=np.float32)
         if asks:
             prior += np.float32(settings.TIDELINE_SEARCH_PRIOR_WHEN) * mentions[rows]
-        named = list(days)
-        if monthdays:
-            named += [
-                day
-                for year in _years_around(occurred_at[rows])
-                for month, number in monthdays
-                if (day := _day(str(year), month, str(number))) is not None
-            ]
+        named = days + _each_year(
+            occurred_at[rows], monthdays, lambda year, month, day: _day(year, month, str(day))
+        )
         if named:
             nearness = _nearness(occurred_at[rows], [(day, day) for day in named])
             prior += (settings.TIDELINE_SEARCH_PRIOR_DAY * nearness).astype(np.float32)
-        spans = list(periods)
-        if months:
-            spans += [
-                span
-                for year in _years_around(occurred_at[rows])
-                for month, third in months
-                if (span := _span(str(year), month, third)) is not None
-            ]
+        spans = periods + _each_year(occurred_at[rows], months, _span)
         if spans:
             nearness = _nearness(occurred_at[rows], spans)
             prior += (settings.TIDELINE_SEARCH_PRIOR_PERIOD * nearness).astype(np.float32)

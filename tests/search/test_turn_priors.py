@@ -172,6 +172,25 @@ def test_it_reads_any_mix_of_date_pieces_without_raising(query):
         assert np.all(np.isfinite(priors(np.arange(3))))
 
 
+BOWLING = [("James", "I went bowling with my brother and got two strikes.")]
+
+
+def bowling_on(scope, moments, callbacks) -> dict[datetime, int]:
+    """One session at each moment, each with the same line of James's: the turns differ only in
+    when they were said."""
+    return {
+        when: record(scope, when.isoformat(), BOWLING, when, callbacks)[0].pk for when in moments
+    }
+
+
+def priors_of(scope, turns: dict[datetime, int], query: str) -> dict[datetime, float]:
+    """The time prior turn_search gives each of `turns` for `query`."""
+    hits = turn_search(query=query, scope_ids=[scope.pk], limit=len(turns))
+    assert all(shares_sum_to_score(hit) for hit in hits)
+    prior_of = {hit.turn.pk: hit.why["boosts"]["priors"] for hit in hits}
+    return {when: prior_of[pk] for when, pk in turns.items()}
+
+
 @pytest.fixture
 def bowling(project_scope, django_capture_on_commit_callbacks):
     """One session in March: James talks about bowling; one turn says when he went."""
@@ -255,25 +274,14 @@ def test_it_reads_a_day_named_without_its_year_in_each_year_and_across_new_year(
     project_scope, django_capture_on_commit_callbacks, settings
 ):
     settings.TIDELINE_SEARCH_PRIOR_SPEAKER = 0.0
-    line = [("James", "I went bowling with my brother and got two strikes.")]
-    callbacks = django_capture_on_commit_callbacks
-    turns = {
-        when: record(project_scope, when.isoformat(), line, when, callbacks)[0].pk
-        for when in (
-            datetime(2021, 12, 31, tzinfo=UTC),
-            datetime(2022, 3, 1, tzinfo=UTC),
-            datetime(2023, 1, 2, tzinfo=UTC),
-        )
-    }
-    hits = turn_search(
-        query="What was James doing on December 31st?", scope_ids=[project_scope.pk], limit=3
-    )
-    priors = {hit.turn.pk: hit.why["boosts"]["priors"] for hit in hits}
+    moments = [datetime(2021, 12, 31, tzinfo=UTC), datetime(2022, 3, 1, tzinfo=UTC)]
+    moments.append(datetime(2023, 1, 2, tzinfo=UTC))
+    turns = bowling_on(project_scope, moments, django_capture_on_commit_callbacks)
     # On the day itself in 2021; two days after it in 2022's December 31st, a year later.
-    assert priors == {
-        turns[datetime(2021, 12, 31, tzinfo=UTC)]: pytest.approx(0.4),
-        turns[datetime(2023, 1, 2, tzinfo=UTC)]: pytest.approx(0.4 * 5 / 7, abs=1e-4),
-        turns[datetime(2022, 3, 1, tzinfo=UTC)]: 0,
+    assert priors_of(project_scope, turns, "What was James doing on December 31st?") == {
+        datetime(2021, 12, 31, tzinfo=UTC): pytest.approx(0.4),
+        datetime(2022, 3, 1, tzinfo=UTC): 0,
+        datetime(2023, 1, 2, tzinfo=UTC): pytest.approx(0.4 * 5 / 7, abs=1e-4),
     }
 
 
@@ -283,31 +291,12 @@ def test_it_prefers_the_turns_of_a_named_month_and_the_week_after(
 ):
     settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
     settings.TIDELINE_SEARCH_PRIOR_SPEAKER = 0.0
-    line = [("James", "I went bowling with my brother and got two strikes.")]
-    callbacks = django_capture_on_commit_callbacks
-    turns = {
-        when: record(project_scope, when.isoformat(), line, when, callbacks)[0].pk
-        for when in (
-            datetime(2023, 9, 20, tzinfo=UTC),
-            datetime(2023, 10, 15, tzinfo=UTC),
-            datetime(2023, 10, 28, tzinfo=UTC),
-            datetime(2023, 11, 3, tzinfo=UTC),
-            datetime(2023, 12, 1, tzinfo=UTC),
-        )
-    }
-
-    def priors(query: str) -> dict:
-        hits = turn_search(query=query, scope_ids=[project_scope.pk], limit=5)
-        assert all(shares_sum_to_score(hit) for hit in hits)
-        return {
-            when: hit.why["boosts"]["priors"]
-            for when, pk in turns.items()
-            for hit in hits
-            if hit.turn.pk == pk
-        }
-
+    moments = [datetime(2023, month, day, tzinfo=UTC) for month, day in ((9, 20), (10, 15))]
+    moments += [datetime(2023, month, day, tzinfo=UTC) for month, day in ((10, 28), (11, 3))]
+    moments.append(datetime(2023, 12, 1, tzinfo=UTC))
+    turns = bowling_on(project_scope, moments, django_capture_on_commit_callbacks)
     # The whole month, then three days after its last day: four sevenths of the prior.
-    assert priors("What was James doing in October 2023?") == {
+    assert priors_of(project_scope, turns, "What was James doing in October 2023?") == {
         datetime(2023, 9, 20, tzinfo=UTC): 0,
         datetime(2023, 10, 15, tzinfo=UTC): pytest.approx(0.2),
         datetime(2023, 10, 28, tzinfo=UTC): pytest.approx(0.2),
@@ -315,7 +304,7 @@ def test_it_prefers_the_turns_of_a_named_month_and_the_week_after(
         datetime(2023, 12, 1, tzinfo=UTC): 0,
     }
     # Its last third only.
-    assert priors("What was James doing in the last week of October 2023?") == {
+    assert priors_of(project_scope, turns, "James in the last week of October 2023?") == {
         datetime(2023, 9, 20, tzinfo=UTC): 0,
         datetime(2023, 10, 15, tzinfo=UTC): 0,
         datetime(2023, 10, 28, tzinfo=UTC): pytest.approx(0.2),
@@ -323,32 +312,22 @@ def test_it_prefers_the_turns_of_a_named_month_and_the_week_after(
         datetime(2023, 12, 1, tzinfo=UTC): 0,
     }
     settings.TIDELINE_SEARCH_PRIOR_PERIOD = 0.0
-    assert set(priors("What was James doing in October 2023?").values()) == {0}
+    flat = priors_of(project_scope, turns, "What was James doing in October 2023?")
+    assert set(flat.values()) == {0}
 
 
 def test_it_reads_a_month_named_without_its_year_in_each_year(
     project_scope, django_capture_on_commit_callbacks, settings
 ):
     settings.TIDELINE_SEARCH_PRIOR_SPEAKER = 0.0
-    line = [("James", "I went bowling with my brother and got two strikes.")]
-    callbacks = django_capture_on_commit_callbacks
-    turns = {
-        when: record(project_scope, when.isoformat(), line, when, callbacks)[0].pk
-        for when in (
-            datetime(2022, 10, 28, tzinfo=UTC),
-            datetime(2023, 6, 1, tzinfo=UTC),
-            datetime(2023, 10, 5, tzinfo=UTC),
-        )
-    }
-    hits = turn_search(
-        query="What was James doing at the end of October?", scope_ids=[project_scope.pk], limit=3
-    )
-    priors = {hit.turn.pk: hit.why["boosts"]["priors"] for hit in hits}
+    moments = [datetime(2022, 10, 28, tzinfo=UTC), datetime(2023, 6, 1, tzinfo=UTC)]
+    moments.append(datetime(2023, 10, 5, tzinfo=UTC))
+    turns = bowling_on(project_scope, moments, django_capture_on_commit_callbacks)
     # The last ten days of October in both years; the 5th is in its first third.
-    assert priors == {
-        turns[datetime(2022, 10, 28, tzinfo=UTC)]: pytest.approx(0.2),
-        turns[datetime(2023, 6, 1, tzinfo=UTC)]: 0,
-        turns[datetime(2023, 10, 5, tzinfo=UTC)]: 0,
+    assert priors_of(project_scope, turns, "What was James doing at the end of October?") == {
+        datetime(2022, 10, 28, tzinfo=UTC): pytest.approx(0.2),
+        datetime(2023, 6, 1, tzinfo=UTC): 0,
+        datetime(2023, 10, 5, tzinfo=UTC): 0,
     }
 
 
