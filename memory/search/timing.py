@@ -133,12 +133,18 @@ def days_named(query: str) -> list[date]:
     return list(dict.fromkeys(day for day in found if day is not None))
 
 
+def _blanked(text: str, patterns: tuple[re.Pattern, ...]) -> str:
+    """`text` with what the patterns match blanked out, so a reader of a shorter form does not
+    read again what a longer one has claimed ("March" inside "March 16, 2022")."""
+    for pattern in patterns:
+        text = pattern.sub(lambda match: " " * len(match.group(0)), text)
+    return text
+
+
 def monthdays_named(query: str) -> list[tuple[int, int]]:
     """(month, day) of each day the query names without a year, in the order found (a day that
     cannot exist in any year dropped; a date that has its year is days_named's)."""
-    text = query.lower()
-    for full in _FULL_DATES:
-        text = full.sub(lambda match: " " * len(match.group(0)), text)
+    text = _blanked(query.lower(), _FULL_DATES)
     found = [(_MONTH_NUMBER[m], int(d)) for m, d in _MONTH_DAY.findall(text)]
     found += [(_MONTH_NUMBER[m], int(d)) for d, m in _DAY_MONTH.findall(text)]
     found += [(int(m), int(d)) for m, d in _CJK_MONTH_DAY.findall(text)]
@@ -160,9 +166,7 @@ def _span(year: str, month: int, third: int | None) -> tuple[date, date] | None:
 def periods_named(query: str) -> list[tuple[date, date]]:
     """(first day, last day) of each month, or part of a month, the query names with its year and
     no day, in the order found (a full date is days_named's)."""
-    text = query.lower()
-    for full in _FULL_DATES:
-        text = full.sub(lambda match: " " * len(match.group(0)), text)
+    text = _blanked(query.lower(), _FULL_DATES)
     found = [
         _span(year, _MONTH_NUMBER[month], _LATIN_PARTS.get(before or part))
         for before, part, month, year in _MONTH_YEAR.findall(text)
@@ -177,10 +181,8 @@ def periods_named(query: str) -> list[tuple[date, date]]:
 def monthperiods_named(query: str) -> list[tuple[int, int | None]]:
     """(month, third: 0-2 or None for the whole month) of each month the query names without a
     year or a day, in the order found."""
-    text = query.lower()
-    for claimed in (*_FULL_DATES, _MONTH_DAY, _DAY_MONTH, _CJK_MONTH_DAY, _MONTH_YEAR):
-        text = claimed.sub(lambda match: " " * len(match.group(0)), text)
-    text = _CJK_MONTH_YEAR.sub(lambda match: " " * len(match.group(0)), text)
+    claimed = (*_FULL_DATES, _MONTH_DAY, _DAY_MONTH, _CJK_MONTH_DAY, _MONTH_YEAR, _CJK_MONTH_YEAR)
+    text = _blanked(query.lower(), claimed)
     found = [
         (_MONTH_NUMBER[month], _LATIN_PARTS.get(before or part))
         for before, part, month in _MONTH_ALONE.findall(text)
