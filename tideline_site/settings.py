@@ -328,6 +328,11 @@ TIDELINE_SEARCH_PRIOR_PERIOD = env_float(
 TIDELINE_SEARCH_PRIOR_SPEAKER = env_float(
     "TIDELINE_SEARCH_PRIOR_SPEAKER", 0.15, minimum=0.0, maximum=1.0
 )
+# Added to the first turn of a session when the query names its speaker: a conversation between
+# named people opens with the news since they last talked (memory/search/turn_priors.py).
+TIDELINE_SEARCH_PRIOR_OPENING = env_float(
+    "TIDELINE_SEARCH_PRIOR_OPENING", 0.04, minimum=0.0, maximum=1.0
+)
 # Turns only: weight x log(1 + the distinct terms of a turn's own text, up to 20), so a turn that
 # says something outranks a "Thanks!" beside it whose neighbours lend it the same words.
 TIDELINE_SEARCH_PRIOR_LENGTH = env_float(

@@ -62,6 +62,7 @@ def test_it_lifts_the_turn_that_says_a_word_near_the_questions(
     settings.TIDELINE_SEARCH_PRIOR_SPEAKER = 0.0
     settings.TIDELINE_SEARCH_PRIOR_QUESTION = 0.0
     settings.TIDELINE_SEARCH_PRIOR_LENGTH = 0.0
+    settings.TIDELINE_SEARCH_PRIOR_OPENING = 0.0
     turns = record(project_scope, "camera", CAMERA, WHEN, django_capture_on_commit_callbacks)
 
     hits = turn_search(query=QUESTION, scope_ids=[project_scope.pk], limit=4)

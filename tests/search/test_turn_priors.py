@@ -29,10 +29,11 @@ from tests.search.why import shares_sum_to_score
 @pytest.fixture(autouse=True)
 def no_expansion(settings):
     """Each prior here is measured alone; query expansion, a prior too, has its own tests
-    (test_expansion.py), and the length prior, which every turn gets, is switched on by the test
-    that is about it."""
+    (test_expansion.py), and the length prior, which every turn gets, and the opening turn's, which
+    shares the speaker prior's condition, are switched on by the tests that are about them."""
     settings.TIDELINE_SEARCH_EXPANSION_WEIGHT = 0.0
     settings.TIDELINE_SEARCH_PRIOR_LENGTH = 0.0
+    settings.TIDELINE_SEARCH_PRIOR_OPENING = 0.0
 
 
 @pytest.mark.parametrize(
@@ -394,6 +395,52 @@ def test_it_never_reads_a_role_as_a_named_speaker(
     )
     assert len(hits) == 2
     assert all(hit.why["boosts"]["priors"] == 0 for hit in hits)
+
+
+@pytest.mark.parametrize("exact_rows", [2000, 0])
+def test_it_prefers_the_opening_turn_of_the_speaker_a_question_names(
+    project_scope, settings, exact_rows, django_capture_on_commit_callbacks
+):
+    settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
+    settings.TIDELINE_SEARCH_PRIOR_SPEAKER = 0.0
+    news = "I won a Valorant tournament last Saturday."
+    when = datetime(2023, 9, 2, tzinfo=UTC)
+    later = record(
+        project_scope,
+        "later",
+        [("Joanna", "Hi!"), ("Nate", news)],
+        when,
+        django_capture_on_commit_callbacks,
+    )
+    # The opening has a word more ("So,"), so without the prior the other turn ranks first.
+    opening = record(
+        project_scope,
+        "opening",
+        [("Nate", f"So, {news}"), ("Joanna", "Hi!")],
+        when,
+        django_capture_on_commit_callbacks,
+    )
+    query = "What tournament did Nate win?"
+    without = turn_search(query=query, scope_ids=[project_scope.pk], limit=4)
+    assert without[0].turn.pk == later[1].pk
+
+    settings.TIDELINE_SEARCH_PRIOR_OPENING = 0.04
+    hits = turn_search(query=query, scope_ids=[project_scope.pk], limit=4)
+    assert hits[0].turn.pk == opening[0].pk
+    priors = {hit.turn.pk: hit.why["boosts"]["priors"] for hit in hits}
+    # Joanna also opens a session, but the question names Nate.
+    assert priors == {
+        opening[0].pk: pytest.approx(0.04),
+        later[1].pk: 0,
+        later[0].pk: 0,
+        opening[1].pk: 0,
+    }
+    assert all(shares_sum_to_score(hit) for hit in hits)
+
+    unnamed = turn_search(
+        query="Who won a Valorant tournament?", scope_ids=[project_scope.pk], limit=4
+    )
+    assert all(hit.why["boosts"]["priors"] == 0 for hit in unnamed)
 
 
 @pytest.fixture

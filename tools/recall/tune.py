@@ -32,6 +32,9 @@ questions. Each argument is one variant (JSON); `{}` is the default ranking and 
   through its settings: `TIDELINE_SEARCH_EXPANSION_WEIGHT` (0 switches it off),
   `_NEIGHBOURS`, `_MAX_TERMS`. The store's words need vectors: a store imported before expansion
   existed gets them from `manage.py reembed`.
+- `opening`: `{"gamma", "depth", "first", "last", "closing", "named"}`, the best `depth` turns
+  re-scored: a session's first `first` (1) turns raised by gamma (with `named`, only when the
+  query names the turn's speaker), its last `last` (0) lowered by `closing` (see `opening_rank`).
 - `nameless`: the query vector is the embedding of the query with the store's speaker names (and
   their possessives) replaced by this string ("" drops them, "they" keeps the grammar).
 - `declarative`: the query vector mixes the question's with its declarative form's (wh-word and
@@ -438,6 +441,44 @@ def length_rank(spec: dict):
     return rank
 
 
+def opening_rank(spec: dict):
+    """A `_rank` that re-scores the best `depth` (50) turns, each of a session's first `first` (1)
+    turns raised by `gamma` (with `named`, only a turn whose speaker the query names) and each of
+    its last `last` (0) lowered by `closing`: a conversation's opening says what it is about ("Hey! Since we last talked I won my fourth tournament"), its
+    goodbyes say nothing."""
+    gamma, depth, first = spec["gamma"], spec.get("depth", 50), spec.get("first", 1)
+    last, closing = spec.get("last", 0), spec.get("closing", 0.0)
+
+    def rank(**options):
+        ranked = ORIGINAL_RANK(**{**options, "limit": max(options["limit"], depth)})
+        index, limit = options["index"], options["limit"]
+        if "session" not in index.table.data or not ranked:
+            return ranked[:limit]
+        ids = [int(index.table["id"][row]) for row, *_ in ranked]
+        places = dict(ContextTurn.objects.filter(pk__in=ids).values_list("pk", "seq"))
+        speakers = dict(ContextTurn.objects.filter(pk__in=ids).values_list("pk", "speaker"))
+        words = set(options["query"].lower().replace("'s", " ").replace("?", " ").split())
+        sessions = dict(ContextTurn.objects.filter(pk__in=ids).values_list("pk", "session_id"))
+        ends = {}
+        if last:
+            for session_id, seq in ContextTurn.objects.filter(
+                session_id__in=set(sessions.values())
+            ).values_list("session_id", "seq"):
+                ends[session_id] = max(ends.get(session_id, 0), seq)
+        lifted = []
+        for pk, (row, score, bm25, cosine, why) in zip(ids, ranked, strict=True):
+            seq = places.get(pk, 0)
+            named = (speakers.get(pk) or "").lower() in words
+            bonus = gamma if seq <= first and (named or not spec.get("named")) else 0.0
+            if last and seq > ends.get(sessions.get(pk), 0) - last:
+                bonus -= closing
+            lifted.append((row, score + bonus, bm25, cosine, why))
+        lifted.sort(key=lambda item: -item[1])
+        return lifted[:limit]
+
+    return rank
+
+
 ORIGINAL_QUERY_VECTOR = service._query_vector
 
 
@@ -532,6 +573,8 @@ def variant_install(variant: dict) -> None:
         if "lift" in variant
         else length_rank(variant["length"])
         if "length" in variant
+        else opening_rank(variant["opening"])
+        if "opening" in variant
         else ORIGINAL_RANK
     )
     index = service.search_index("turn")
