@@ -333,6 +333,12 @@ TIDELINE_SEARCH_PRIOR_SPEAKER = env_float(
 TIDELINE_SEARCH_PRIOR_OPENING = env_float(
     "TIDELINE_SEARCH_PRIOR_OPENING", 0.04, minimum=0.0, maximum=1.0
 )
+# Turns only: a turn that replies to another person's question ("What genre is it?" / "A mix of
+# drama and romance!") gains this share of the question's score, since the question holds the
+# words and the reply the answer (memory/search/service.py, `_rank`; 0 = off).
+TIDELINE_SEARCH_REPLY_SHARE = env_float(
+    "TIDELINE_SEARCH_REPLY_SHARE", 0.05, minimum=0.0, maximum=1.0
+)
 # Turns only: weight x log(1 + the distinct terms of a turn's own text, up to 20), so a turn that
 # says something outranks a "Thanks!" beside it whose neighbours lend it the same words.
 TIDELINE_SEARCH_PRIOR_LENGTH = env_float(

@@ -557,6 +557,32 @@ class TurnIndex(SearchIndex):
             self.speaker_numbers[name] = number
         return number
 
+    def questions_before(self, rows: np.ndarray, questions: np.ndarray) -> np.ndarray:
+        """For each of `rows`, the row among `questions` of the turn just before it in its session
+        when that turn asks (ends with a question mark) and both are named people's, different
+        ones; -1 where there is none. Roles are no names (ROLE_SPEAKERS): the reply an assistant
+        gives a user is left alone (tools/recall/README.md, "A reply to a question")."""
+        table = self.table
+        found = np.full(len(rows), -1, dtype=np.int64)
+        questions = questions[table["asks"][questions] & (table["speaker"][questions] != 0)]
+        if not len(rows) or not len(questions):
+            return found
+        # One integer per (session, seq): seq stays below `span`, so no two turns share a key.
+        span = np.int64(max(table["seq"][rows].max(), table["seq"][questions].max())) + 2
+        keys = table["session"][rows] * span + table["seq"][rows]
+        asking = table["session"][questions] * span + table["seq"][questions]
+        order = np.argsort(asking, kind="stable")
+        asking, questions = asking[order], questions[order]
+        at = np.minimum(np.searchsorted(asking, keys - 1), len(asking) - 1)
+        speakers = table["speaker"]
+        answers = (
+            (asking[at] == keys - 1)
+            & (speakers[rows] != 0)
+            & (speakers[questions[at]] != speakers[rows])
+        )
+        found[answers] = questions[at[answers]]
+        return found
+
     def speakers_named(self, terms: set[str]) -> list[int]:
         """The speakers one of whose name terms is among `terms` (a query's, resolved)."""
         return [

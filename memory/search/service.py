@@ -81,6 +81,8 @@ RAW_TEXT_CHUNK = 5000
 # dialogue-length queries stop ranking by incidental identifiers (session R@5 +0.003 turns, +0.004
 # memories); 4 was measured too and lost RealMem temporal memory recall.
 LITERAL_FULL_TERMS = 8
+# TIDELINE_SEARCH_REPLY_SHARE: only a question among this many best turns lends its reply a share.
+REPLY_QUESTIONS = 50
 
 
 @dataclass
@@ -351,11 +353,13 @@ def _rank(
     vector: np.ndarray | None,
     calibration: Calibration,
     min_cosine: float | None = None,
+    reply_share: float = 0.0,
 ) -> list[tuple[int, float, float, float | None, dict]]:
     """(row, score, bm25, cosine, why) for the best `limit` eligible rows, in score order. `terms`
     are the query's resolved lexical terms (empty when lexical is off); `vector` is its embedding
     (None: keyword only); with `min_cosine`, only rows whose cosine reaches it compete, so the
-    limit stays full.
+    limit stays full. With `reply_share` (turns), a turn that replies to another person's question
+    among the candidates gains that share of the question's score (TIDELINE_SEARCH_REPLY_SHARE).
 
     Exact by construction: a provisional literal match can only be withdrawn, which only lowers a
     score, so provisional scores are upper bounds. Rows are verified until the best `limit` by
@@ -424,8 +428,9 @@ def _rank(
         return weight * np.clip((cosine[at] - low) / spread, 0.0, 1.0)
 
     keyword = keyword_boost * literals.share() if literals and literals.literals else None
+    question_of = None
 
-    def parts(at: np.ndarray) -> dict[str, np.ndarray]:
+    def own_parts(at: np.ndarray) -> dict[str, np.ndarray]:
         return {
             "lexical": lexical_part[at],
             "semantic": semantic_part(at),
@@ -433,10 +438,25 @@ def _rank(
             "priors": prior_part[at],
         }
 
-    def fused(at: np.ndarray) -> np.ndarray:
+    def own_score(part: dict[str, np.ndarray]) -> np.ndarray:
         # In the order the parts are listed, so a score is the same sum however it is reached.
-        part = parts(at)
         return ((part["lexical"] + part["semantic"]) + part["keyword"]) + part["priors"]
+
+    def parts(at: np.ndarray) -> dict[str, np.ndarray]:
+        part = own_parts(at)
+        if question_of is not None:
+            # The question's own score, never its reply share: a lift does not chain.
+            question = question_of[at]
+            asked = question >= 0
+            reply = np.zeros(len(at), dtype=np.float32)
+            reply[asked] = np.float32(reply_share) * own_score(own_parts(question[asked]))
+            part["reply"] = reply
+        return part
+
+    def fused(at: np.ndarray) -> np.ndarray:
+        part = parts(at)
+        score = own_score(part)
+        return score + part["reply"] if "reply" in part else score
 
     def candidates(at: np.ndarray) -> np.ndarray:
         """Rows still matching after withdrawals: a keyword hit, or similarity above the floor."""
@@ -453,17 +473,27 @@ def _rank(
         pool = _best_rows(rows, fused(rows), PROJECTION_SHORTLIST)
         with _blas_one_thread():
             cosine[pool] = index.exact_cosines(vector, pool)
+    if reply_share:
+        # Only the best REPLY_QUESTIONS questions by the parts verification never changes lend a
+        # share: one far down the list is not about the query (lending from every candidate
+        # cost LoCoMo 0.2 of R@10). Their scores can only fall, so bounds stay bounds.
+        steady = lexical_part[pool] + semantic_part(pool) + prior_part[pool]
+        question_of = np.full(index.table.size, -1, dtype=np.int64)
+        question_of[pool] = index.questions_before(pool, _best_rows(pool, steady, REPLY_QUESTIONS))
     batch = limit
     while True:
         chosen = _best_rows(pool, fused(pool), limit)
-        pending = literals.unverified(chosen) if literals is not None else chosen[:0]
+        # A reply's score holds its question's, so the question's literals are verified too.
+        questions = question_of[chosen] if question_of is not None else chosen[:0]
+        scored = np.concatenate([chosen, questions[questions >= 0]])
+        pending = literals.unverified(scored) if literals is not None else chosen[:0]
         if not len(pending):
             break
         # Verify the next rows by bound in one batch, growing, so a store full of provisional
         # matches costs a few reads, not one per row.
         batch *= 2
         ahead = _best_rows(pool, fused(pool), min(len(pool), limit + batch))
-        literals.verify(literals.unverified(ahead))
+        literals.verify(np.union1d(literals.unverified(ahead), pending))
         keyword = keyword_boost * literals.share()
         pool = candidates(pool)
         if not len(pool):
@@ -482,8 +512,9 @@ def _rank(
             "cosine": round(cos, 4) if cos is not None else None,
             "semantic_share": round(float(components["semantic"][position]), 4),
             "boosts": {
-                "keyword": round(float(components["keyword"][position]), 4),
-                "priors": round(float(components["priors"][position]), 4),
+                name: round(float(components[name][position]), 4)
+                for name in ("keyword", "priors", "reply")
+                if name in components
             },
             "score": round(float(final[position]), 4),
         }
@@ -804,6 +835,7 @@ def turn_search(
             ),
             vector=vector,
             calibration=calibration,
+            reply_share=settings.TIDELINE_SEARCH_REPLY_SHARE,
         )
         ids = [int(table["id"][row]) for row, *_ in ranked]
     turns = {

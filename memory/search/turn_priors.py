@@ -31,6 +31,8 @@ conversations 0–4, confirmed on 5–9 and RealMem, figures in tools/recall/REA
   so a two-word "Adopted a turtle!" or "Thanks!" beside the turn that tells the story matches the
   same question nearly as well while holding less to be evidence of; every turn gets it, whatever
   the query.
+- **replies** are not a prior: a reply's share of its question's score depends on that score,
+  so `_rank` (memory/search/service.py) adds it (`TIDELINE_SEARCH_REPLY_SHARE`).
 - **expansion** (memory/search/expansion.py): `TIDELINE_SEARCH_EXPANSION_WEIGHT` × the BM25 of the
   words nearest the query's words ("kid" for "child"), scaled to the best eligible turn.
 """

@@ -76,8 +76,10 @@ def test_it_never_pairs_quotes_across_lines_or_between_quoted_names():
 
 @pytest.fixture
 def transcript_store(project_scope, django_capture_on_commit_callbacks):
-    """Two speakers, sixty-three turns: the quoted speaker names are in every other row, fifteen
-    rows hold both words of "blue whale" without the phrase, and the last one asks."""
+    """Two speakers, sixty-five turns: the quoted speaker names are in every other row, fifteen
+    rows hold both words of "blue whale" without the phrase, the sixty-third asks about the
+    cello, and the last two are a question and its reply (a reply's score holds a share of its
+    question's)."""
     lines = []
     for n in range(15):
         lines.append(("Amy", f"Day {n} of the garden diary: watered the tomatoes."))
@@ -88,6 +90,8 @@ def transcript_store(project_scope, django_capture_on_commit_callbacks):
     lines.append(("Bart", "I bought a blue whale mug at the lighthouse shop."))
     lines.append(("Amy", "My sister plays the cello in Berlin."))
     lines.append(("Bart", "Amy, does your sister still play the cello?"))
+    lines.append(("Amy", "Bart, did you run the marathon route today?"))
+    lines.append(("Bart", "Twice, then I watered the tomatoes."))
     turns = record(project_scope, "transcript", lines, WHEN, django_capture_on_commit_callbacks)
     return project_scope, turns
 

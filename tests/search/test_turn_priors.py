@@ -30,10 +30,12 @@ from tests.search.why import shares_sum_to_score
 def no_expansion(settings):
     """Each prior here is measured alone; query expansion, a prior too, has its own tests
     (test_expansion.py), and the length prior, which every turn gets, and the opening turn's, which
-    shares the speaker prior's condition, are switched on by the tests that are about them."""
+    shares the speaker prior's condition, are switched on by the tests that are about them; a
+    reply's share of its question's score has its own tests (test_replies.py)."""
     settings.TIDELINE_SEARCH_EXPANSION_WEIGHT = 0.0
     settings.TIDELINE_SEARCH_PRIOR_LENGTH = 0.0
     settings.TIDELINE_SEARCH_PRIOR_OPENING = 0.0
+    settings.TIDELINE_SEARCH_REPLY_SHARE = 0.0
 
 
 @pytest.mark.parametrize(

@@ -35,6 +35,8 @@ questions. Each argument is one variant (JSON); `{}` is the default ranking and 
 - `opening`: `{"gamma", "depth", "first", "last", "closing", "named"}`, the best `depth` turns
   re-scored: a session's first `first` (1) turns raised by gamma (with `named`, only when the
   query names the turn's speaker), its last `last` (0) lowered by `closing` (see `opening_rank`).
+- `answer`: `{"gamma", "depth"}`, the best `depth` turns each raised by gamma x the score of the
+  turn before it when that one asks and is another speaker's (see `answer_rank`).
 - `nameless`: the query vector is the embedding of the query with the store's speaker names (and
   their possessives) replaced by this string ("" drops them, "they" keeps the grammar).
 - `declarative`: the query vector mixes the question's with its declarative form's (wh-word and
@@ -441,6 +443,41 @@ def length_rank(spec: dict):
     return rank
 
 
+def answer_rank(spec: dict):
+    """A `_rank` that re-scores the best `depth` (50) turns, each raised by `gamma` x the score of
+    the turn just before it when that turn asks (ends with a question mark), is another speaker's
+    and is among them too: "What genre is it?" is answered by the reply, "A mix of drama and
+    romance!", which holds none of the question's words."""
+    gamma, depth = spec["gamma"], spec.get("depth", 50)
+
+    def rank(**options):
+        ranked = ORIGINAL_RANK(**{**options, "limit": max(options["limit"], depth)})
+        table, limit = options["index"].table, options["limit"]
+        if "session" not in table.data or len(ranked) < 2:
+            return ranked[:limit]
+        rows = np.array([row for row, *_ in ranked])
+        sessions, seqs = table["session"][rows], table["seq"][rows]
+        asks, speakers = table["asks"][rows], table["speaker"][rows]
+        at_place = {
+            (int(a), int(b)): i for i, (a, b) in enumerate(zip(sessions, seqs, strict=True))
+        }
+        lifted = []
+        for at, (row, score, bm25, cosine, why) in enumerate(ranked):
+            before = at_place.get((int(sessions[at]), int(seqs[at]) - 1))
+            bonus = 0.0
+            if (
+                before is not None
+                and asks[before]
+                and (spec.get("any_speaker") or speakers[before] != speakers[at])
+            ):
+                bonus = gamma * ranked[before][1]
+            lifted.append((row, score + bonus, bm25, cosine, why))
+        lifted.sort(key=lambda item: -item[1])
+        return lifted[:limit]
+
+    return rank
+
+
 def opening_rank(spec: dict):
     """A `_rank` that re-scores the best `depth` (50) turns, each of a session's first `first` (1)
     turns raised by `gamma` (with `named`, only a turn whose speaker the query names) and each of
@@ -575,6 +612,8 @@ def variant_install(variant: dict) -> None:
         if "length" in variant
         else opening_rank(variant["opening"])
         if "opening" in variant
+        else answer_rank(variant["answer"])
+        if "answer" in variant
         else ORIGINAL_RANK
     )
     index = service.search_index("turn")
