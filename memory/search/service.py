@@ -359,12 +359,14 @@ def _rank(
     are the query's resolved lexical terms (empty when lexical is off); `vector` is its embedding
     (None: keyword only); with `min_cosine`, only rows whose cosine reaches it compete, so the
     limit stays full. With `reply_share` (turns), a turn that replies to another person's question
-    among the candidates gains that share of the question's score (TIDELINE_SEARCH_REPLY_SHARE).
+    gains that share of the question's score, when the question is among the best
+    REPLY_QUESTIONS (TIDELINE_SEARCH_REPLY_SHARE).
 
     Exact by construction: a provisional literal match can only be withdrawn, which only lowers a
-    score, so provisional scores are upper bounds. Rows are verified until the best `limit` by
-    current score are all verified; every other row's true score is then at most its bound, at
-    most the chosen rows' scores.
+    score (a reply's too, through its question's), so provisional scores are upper bounds. Rows
+    are verified until the best `limit` by current score, and the questions they reply to, are
+    all verified; every other row's true score is then at most its bound, at most the chosen
+    rows' scores.
     """
     if not eligible.any() or not query:
         return []
