@@ -390,52 +390,20 @@ def diverse_rank(spec: dict):
     return rank
 
 
-def lift_rank(spec: dict):
-    """A `_rank` that re-scores the best `depth` (50) turns, each raised by `gamma` x the best
-    score among the turns within `span` (1) of it in the same session that are also among them
-    (`above_only`: only by neighbours scoring higher, by the difference): the reply next to the
-    turn that holds a question's words is often its answer."""
-    gamma, depth, span = spec["gamma"], spec.get("depth", 50), spec.get("span", 1)
+def rescored_rank(depth: int, bonuses):
+    """A `_rank` that re-scores the best `depth` turns, each raised by its entry of
+    `bonuses(ranked, options)`, and sorts them again."""
 
     def rank(**options):
         ranked = ORIGINAL_RANK(**{**options, "limit": max(options["limit"], depth)})
-        table, limit = options["index"].table, options["limit"]
-        if "session" not in table.data or len(ranked) < 2:
+        limit = options["limit"]
+        if "session" not in options["index"].table.data or not ranked:
             return ranked[:limit]
-        rows = np.array([row for row, *_ in ranked])
-        sessions = table["session"][rows]
-        ids = table["id"][rows].astype(np.int64)
-        scores = np.array([score for _, score, *_ in ranked])
-        lifted = []
-        for at, (row, score, bm25, cosine, why) in enumerate(ranked):
-            near = (sessions == sessions[at]) & (np.abs(ids - ids[at]) <= span) & (ids != ids[at])
-            best = float(scores[near].max()) if near.any() else 0.0
-            bonus = max(0.0, best - score) if spec.get("above_only") else best
-            lifted.append((row, score + gamma * bonus, bm25, cosine, why))
-        lifted.sort(key=lambda item: -item[1])
-        return lifted[:limit]
-
-    return rank
-
-
-def length_rank(spec: dict):
-    """A `_rank` that re-scores the best `depth` (50) turns, each raised by `gamma` x log(1 + the
-    words of its own text): a two-word "Thanks!" holds less to be evidence of than a long turn."""
-    gamma, depth = spec["gamma"], spec.get("depth", 50)
-
-    def rank(**options):
-        ranked = ORIGINAL_RANK(**{**options, "limit": max(options["limit"], depth)})
-        index, limit = options["index"], options["limit"]
-        if "session" not in index.table.data or not ranked:
-            return ranked[:limit]
-        ids = [int(index.table["id"][row]) for row, *_ in ranked]
-        words = {
-            pk: len((content or "").split())
-            for pk, content in ContextTurn.objects.filter(pk__in=ids).values_list("pk", "content")
-        }
         lifted = [
-            (row, score + gamma * float(np.log1p(words.get(pk, 0))), bm25, cosine, why)
-            for pk, (row, score, bm25, cosine, why) in zip(ids, ranked, strict=True)
+            (row, score + float(bonus), bm25, cosine, why)
+            for (row, score, bm25, cosine, why), bonus in zip(
+                ranked, bonuses(ranked, options), strict=True
+            )
         ]
         lifted.sort(key=lambda item: -item[1])
         return lifted[:limit]
@@ -443,77 +411,107 @@ def length_rank(spec: dict):
     return rank
 
 
+def lift_rank(spec: dict):
+    """Each of the best `depth` (50) turns raised by `gamma` x the best score among the turns
+    within `span` (1) of it in the same session that are also among them (`above_only`: only by
+    neighbours scoring higher, by the difference): the reply next to the turn that holds a
+    question's words is often its answer."""
+    gamma, span = spec["gamma"], spec.get("span", 1)
+
+    def bonuses(ranked, options):
+        table = options["index"].table
+        rows = np.array([row for row, *_ in ranked])
+        sessions = table["session"][rows]
+        ids = table["id"][rows].astype(np.int64)
+        scores = np.array([score for _, score, *_ in ranked])
+        lifts = []
+        for at, score in enumerate(scores):
+            near = (sessions == sessions[at]) & (np.abs(ids - ids[at]) <= span) & (ids != ids[at])
+            best = float(scores[near].max()) if near.any() else 0.0
+            lifts.append(gamma * (max(0.0, best - score) if spec.get("above_only") else best))
+        return lifts
+
+    return rescored_rank(spec.get("depth", 50), bonuses)
+
+
+def length_rank(spec: dict):
+    """Each of the best `depth` (50) turns raised by `gamma` x log(1 + the words of its own text):
+    a two-word "Thanks!" holds less to be evidence of than a long turn."""
+    gamma = spec["gamma"]
+
+    def bonuses(ranked, options):
+        ids = [int(options["index"].table["id"][row]) for row, *_ in ranked]
+        words = {
+            pk: len((content or "").split())
+            for pk, content in ContextTurn.objects.filter(pk__in=ids).values_list("pk", "content")
+        }
+        return [gamma * float(np.log1p(words.get(pk, 0))) for pk in ids]
+
+    return rescored_rank(spec.get("depth", 50), bonuses)
+
+
 def answer_rank(spec: dict):
-    """A `_rank` that re-scores the best `depth` (50) turns, each raised by `gamma` x the score of
-    the turn just before it when that turn asks (ends with a question mark), is another speaker's
+    """Each of the best `depth` (50) turns raised by `gamma` x the score of the turn just before it
+    when that turn asks (ends with a question mark), is another speaker's (`any_speaker`: anyone's)
     and is among them too: "What genre is it?" is answered by the reply, "A mix of drama and
     romance!", which holds none of the question's words."""
-    gamma, depth = spec["gamma"], spec.get("depth", 50)
+    gamma = spec["gamma"]
 
-    def rank(**options):
-        ranked = ORIGINAL_RANK(**{**options, "limit": max(options["limit"], depth)})
-        table, limit = options["index"].table, options["limit"]
-        if "session" not in table.data or len(ranked) < 2:
-            return ranked[:limit]
+    def bonuses(ranked, options):
+        table = options["index"].table
         rows = np.array([row for row, *_ in ranked])
         sessions, seqs = table["session"][rows], table["seq"][rows]
         asks, speakers = table["asks"][rows], table["speaker"][rows]
-        at_place = {
-            (int(a), int(b)): i for i, (a, b) in enumerate(zip(sessions, seqs, strict=True))
-        }
-        lifted = []
-        for at, (row, score, bm25, cosine, why) in enumerate(ranked):
-            before = at_place.get((int(sessions[at]), int(seqs[at]) - 1))
-            bonus = 0.0
-            if (
+        place = {(int(a), int(b)): i for i, (a, b) in enumerate(zip(sessions, seqs, strict=True))}
+        lifts = []
+        for at, _ in enumerate(ranked):
+            before = place.get((int(sessions[at]), int(seqs[at]) - 1))
+            asked = (
                 before is not None
                 and asks[before]
                 and (spec.get("any_speaker") or speakers[before] != speakers[at])
-            ):
-                bonus = gamma * ranked[before][1]
-            lifted.append((row, score + bonus, bm25, cosine, why))
-        lifted.sort(key=lambda item: -item[1])
-        return lifted[:limit]
+            )
+            lifts.append(gamma * ranked[before][1] if asked else 0.0)
+        return lifts
 
-    return rank
+    return rescored_rank(spec.get("depth", 50), bonuses)
 
 
 def opening_rank(spec: dict):
-    """A `_rank` that re-scores the best `depth` (50) turns, each of a session's first `first` (1)
-    turns raised by `gamma` (with `named`, only a turn whose speaker the query names) and each of
-    its last `last` (0) lowered by `closing`: a conversation's opening says what it is about ("Hey! Since we last talked I won my fourth tournament"), its
-    goodbyes say nothing."""
-    gamma, depth, first = spec["gamma"], spec.get("depth", 50), spec.get("first", 1)
+    """Each of the best `depth` (50) turns re-scored: a session's first `first` (1) turns raised by
+    `gamma` (with `named`, only a turn whose speaker the query names) and its last `last` (0)
+    lowered by `closing`: a conversation's opening says what it is about ("Hey! Since we last
+    talked I won my fourth tournament"), its goodbyes say nothing."""
+    gamma, first = spec["gamma"], spec.get("first", 1)
     last, closing = spec.get("last", 0), spec.get("closing", 0.0)
 
-    def rank(**options):
-        ranked = ORIGINAL_RANK(**{**options, "limit": max(options["limit"], depth)})
-        index, limit = options["index"], options["limit"]
-        if "session" not in index.table.data or not ranked:
-            return ranked[:limit]
-        ids = [int(index.table["id"][row]) for row, *_ in ranked]
-        places = dict(ContextTurn.objects.filter(pk__in=ids).values_list("pk", "seq"))
-        speakers = dict(ContextTurn.objects.filter(pk__in=ids).values_list("pk", "speaker"))
+    def bonuses(ranked, options):
+        ids = [int(options["index"].table["id"][row]) for row, *_ in ranked]
+        turns = {
+            pk: (seq, session_id, speaker)
+            for pk, seq, session_id, speaker in ContextTurn.objects.filter(pk__in=ids).values_list(
+                "pk", "seq", "session_id", "speaker"
+            )
+        }
         words = set(options["query"].lower().replace("'s", " ").replace("?", " ").split())
-        sessions = dict(ContextTurn.objects.filter(pk__in=ids).values_list("pk", "session_id"))
         ends = {}
         if last:
-            for session_id, seq in ContextTurn.objects.filter(
-                session_id__in=set(sessions.values())
-            ).values_list("session_id", "seq"):
+            sessions = {session_id for _, session_id, _ in turns.values()}
+            for session_id, seq in ContextTurn.objects.filter(session_id__in=sessions).values_list(
+                "session_id", "seq"
+            ):
                 ends[session_id] = max(ends.get(session_id, 0), seq)
-        lifted = []
-        for pk, (row, score, bm25, cosine, why) in zip(ids, ranked, strict=True):
-            seq = places.get(pk, 0)
-            named = (speakers.get(pk) or "").lower() in words
+        lifts = []
+        for pk in ids:
+            seq, session_id, speaker = turns.get(pk, (0, None, ""))
+            named = (speaker or "").lower() in words
             bonus = gamma if seq <= first and (named or not spec.get("named")) else 0.0
-            if last and seq > ends.get(sessions.get(pk), 0) - last:
+            if last and seq > ends.get(session_id, 0) - last:
                 bonus -= closing
-            lifted.append((row, score + bonus, bm25, cosine, why))
-        lifted.sort(key=lambda item: -item[1])
-        return lifted[:limit]
+            lifts.append(bonus)
+        return lifts
 
-    return rank
+    return rescored_rank(spec.get("depth", 50), bonuses)
 
 
 ORIGINAL_QUERY_VECTOR = service._query_vector
