@@ -149,6 +149,30 @@ def test_it_returns_every_result_list_in_final_score_order(
     assert_ordered_and_explained(memory_search(query=query, scope_ids=[scope.pk], limit=limit))
 
 
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    words=st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=6),
+    quoted=st.lists(st.sampled_from(VOCABULARY), max_size=2),
+    limit=st.integers(min_value=1, max_value=8),
+)
+def test_it_ranks_the_best_turns_as_ranking_every_turn_would(
+    transcript_store, words, quoted, limit
+):
+    # With room for every turn, every provisional literal is verified; a short list must be that
+    # ranking's head, replies (whose scores hold their questions') included.
+    scope, turns = transcript_store
+    query = " ".join([*words, f'"{" ".join(quoted)}"'] if quoted else words)
+    short = turn_search(query=query, scope_ids=[scope.pk], limit=limit)
+    every = turn_search(query=query, scope_ids=[scope.pk], limit=len(turns))
+    assert [(hit.turn.pk, round(hit.score, 4)) for hit in short] == [
+        (hit.turn.pk, round(hit.score, 4)) for hit in every[:limit]
+    ]
+
+
 @pytest.fixture
 def memory_store(project_scope, write_narrative):
     for text in [

@@ -100,3 +100,33 @@ def test_it_lends_only_from_the_best_questions(
     hits = by_turn(QUERY, project_scope)
     assert hits[turns[1].pk].why["boosts"]["reply"] > 0
     assert hits[turns[3].pk].why["boosts"]["reply"] == 0
+
+
+def test_it_lends_what_the_question_scores_once_its_literals_are_checked(
+    project_scope, settings, django_capture_on_commit_callbacks
+):
+    # The question holds both words of "blue whale" but not the phrase: its keyword boost is
+    # provisional until its text is read, and its reply must not keep a share of it.
+    lines = [
+        (
+            "Nate",
+            "Joanna, on that long grey ferry ride back from the island last spring, with the "
+            "rain and the cold wind and the kids asleep, what colour was the whale, blue?",
+        ),
+        ("Joanna", "Blue whale! A real blue whale, the blue whale of my dreams."),
+    ]
+    lines += [("Tim", f"A blue whale, {n}.") for n in ("one", "two", "three", "four")]
+    # Without the length prior the long question's bound is only the fourth best.
+    settings.TIDELINE_SEARCH_PRIOR_LENGTH = 0.0
+    turns = record(project_scope, "whale", lines, WHEN, django_capture_on_commit_callbacks)
+    # With room for one, only the best three by bound are verified at first, and the question,
+    # fourth, is not among them; the reply's bound holds the question's provisional boost.
+    best = turn_search(query='"blue whale"', scope_ids=[project_scope.pk], limit=1)
+    every = turn_search(query='"blue whale"', scope_ids=[project_scope.pk], limit=len(turns))
+    assert [(hit.turn.pk, round(hit.score, 4)) for hit in best] == [
+        (every[0].turn.pk, round(every[0].score, 4))
+    ]
+    hits = {hit.turn.pk: hit for hit in every}
+    question, reply = hits[turns[0].pk], hits[turns[1].pk]
+    assert question.why["boosts"]["keyword"] == 0
+    assert reply.why["boosts"]["reply"] == pytest.approx(0.05 * question.score, abs=1e-3)
