@@ -55,6 +55,20 @@ TRANSCRIPT = (
 )
 
 
+def store_property(*, max_examples: int):
+    """Hypothesis settings for a property over a store a fixture built once per test."""
+    return settings(
+        max_examples=max_examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+
+
+def query_of(words: list[str], quoted: list[str], separator: str = " ") -> str:
+    """The words, then the quoted ones as one literal, when there are any."""
+    return separator.join([*words, f'"{" ".join(quoted)}"'] if quoted else words)
+
+
 def assert_ordered_and_explained(hits):
     scores = [hit.score for hit in hits]
     assert scores == sorted(scores, reverse=True)
@@ -128,11 +142,7 @@ def test_it_reads_every_raw_text_when_the_ids_span_several_chunks(transcript_sto
     assert texts[turns[60].pk] == "i bought a blue whale mug at the lighthouse shop."
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@store_property(max_examples=40)
 @given(
     words=st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=8),
     quoted=st.lists(st.sampled_from(VOCABULARY), max_size=3),
@@ -143,17 +153,12 @@ def test_it_returns_every_result_list_in_final_score_order(
     transcript_store, words, quoted, newlines, limit
 ):
     scope, _ = transcript_store
-    separator = "\n" if newlines else " "
-    query = separator.join([*words, f'"{" ".join(quoted)}"'] if quoted else words)
+    query = query_of(words, quoted, "\n" if newlines else " ")
     assert_ordered_and_explained(turn_search(query=query, scope_ids=[scope.pk], limit=limit))
     assert_ordered_and_explained(memory_search(query=query, scope_ids=[scope.pk], limit=limit))
 
 
-@settings(
-    max_examples=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@store_property(max_examples=30)
 @given(
     words=st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=6),
     quoted=st.lists(st.sampled_from(VOCABULARY), max_size=2),
@@ -165,7 +170,7 @@ def test_it_ranks_the_best_turns_as_ranking_every_turn_would(
     # With room for every turn, every provisional literal is verified; a short list must be that
     # ranking's head, replies (whose scores hold their questions') included.
     scope, turns = transcript_store
-    query = " ".join([*words, f'"{" ".join(quoted)}"'] if quoted else words)
+    query = query_of(words, quoted)
     short = turn_search(query=query, scope_ids=[scope.pk], limit=limit)
     every = turn_search(query=query, scope_ids=[scope.pk], limit=len(turns))
     assert [(hit.turn.pk, round(hit.score, 4)) for hit in short] == [
@@ -189,11 +194,7 @@ def memory_store(project_scope, write_narrative):
     return project_scope
 
 
-@settings(
-    max_examples=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@store_property(max_examples=30)
 @given(
     words=st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=8),
     quoted=st.lists(st.sampled_from(VOCABULARY), max_size=3),
@@ -203,7 +204,7 @@ def memory_store(project_scope, write_narrative):
 def test_it_orders_memory_hits_by_the_score_their_why_explains(
     memory_store, words, quoted, lexical, limit
 ):
-    query = " ".join([*words, f'"{" ".join(quoted)}"'] if quoted else words)
+    query = query_of(words, quoted)
     hits = memory_search(query=query, scope_ids=[memory_store.pk], limit=limit, lexical=lexical)
     assert_ordered_and_explained(hits)
 
@@ -352,11 +353,7 @@ def reference_memory_ranking(query, scope_id, limit):
     return {int(table["id"][row]): float(score[row]) for row in rows}
 
 
-@settings(
-    max_examples=30,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@store_property(max_examples=30)
 @given(
     words=st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=14),
     quoted=st.lists(st.sampled_from(VOCABULARY), max_size=2),
@@ -365,7 +362,7 @@ def reference_memory_ranking(query, scope_id, limit):
 def test_it_ranks_memories_exactly_as_scoring_every_row_from_scratch(
     memory_store, words, quoted, limit
 ):
-    query = " ".join([*words, f'"{" ".join(quoted)}"'] if quoted else words)
+    query = query_of(words, quoted)
     expected = reference_memory_ranking(query, memory_store.pk, limit)
     hits = memory_search(query=query, scope_ids=[memory_store.pk], limit=limit)
     assert [hit.score for hit in hits] == pytest.approx(list(expected.values()), abs=1e-4)
