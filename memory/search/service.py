@@ -549,6 +549,8 @@ def _memory_rank(
         table = index.table
         in_scope = table["alive"] & _among(table["scope"], scope_ids)
         eligible = in_scope.copy()
+        # "Yesterday" in a search of the past (as of a moment, or up to one) is the day before it.
+        asked_at = as_of or until or timezone.now()
         moment = (as_of or timezone.now()).timestamp()
         wanted = statuses or (AS_OF_STATUSES if as_of else DEFAULT_STATUSES)
         eligible &= _among(table["status"], [STATUS_CODES[s] for s in wanted])
@@ -582,7 +584,10 @@ def _memory_rank(
         # When it happened and the kind of answer asked for, as in turn search
         # (memory/search/turn_priors.py): a memory happened at its valid_from.
         timed = time_priors(
-            query=query, occurred_at=table["valid_from"], mentions=table["mentions_time"]
+            query=query,
+            asked_at=asked_at,
+            occurred_at=table["valid_from"],
+            mentions=table["mentions_time"],
         )
         answered = answer_priors(
             query=query, number_flags=table["states_number"], name_flags=table["names_proper"]
@@ -660,7 +665,8 @@ def memory_search(
 
     Default: active memories valid now. With `as_of`, what was valid at that moment (superseded and
     expired rows included when they were valid then). `since`/`until` bound the event time
-    (valid_from). `min_semantic` keeps only hits whose cosine reaches it (semantic prefetch, e.g.
+    (valid_from). Days named relative to the moment of asking ("yesterday", 上周) are read from
+    `as_of`, else `until`, else now. `min_semantic` keeps only hits whose cosine reaches it (semantic prefetch, e.g.
     the model's noise floor), and the limit is filled from those; `lexical=False` /
     `semantic=False` switch a side off. `exclude_secret` drops secret memories inside the ranking,
     so the limit stays full of non-secret ones. `exclude_ids` are left out
@@ -797,7 +803,8 @@ def turn_search(
     session_ids: list[int] | None = None,
 ) -> list[TurnHit]:
     """Raw conversation turns in `scope_ids` that match `query`, best first, each saying why.
-    `since`/`until` bound when the turn happened (occurred_at)."""
+    `since`/`until` bound when the turn happened (occurred_at); days named relative to the moment
+    of asking ("yesterday", 上周) are read from `until`, else now."""
     query = _check_common(query, scope_ids, limit)
     if not scope_ids or not query:
         return []
@@ -834,6 +841,7 @@ def turn_search(
                 expansions=expansions,
                 eligible=eligible,
                 stats_rows=in_scope,
+                asked_at=until or timezone.now(),
             ),
             vector=vector,
             calibration=calibration,

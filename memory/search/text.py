@@ -752,7 +752,15 @@ _CJK_NUMERALS = {
     "十一": 11,
     "十二": 12,
 }
-_CJK_MONTH = re.compile(r"(?:(\d{4})\s*年\s*)?(1[0-2]|0?[1-9]|十[一二]?|[一二三四五六七八九])\s*月")
+CJK_MONTH_NUMBER = r"(1[0-2]|0?[1-9]|十[一二]?|[一二三四五六七八九])"
+_CJK_MONTH = re.compile(rf"(?:(\d{{4}})\s*年\s*)?{CJK_MONTH_NUMBER}\s*月")
+
+
+def cjk_number(number: str) -> int:
+    """A month's number as CJK text writes it: 10, 十, 十二."""
+    return int(number) if number.isdigit() else _CJK_NUMERALS[number]
+
+
 # Spanish months by name ("setiembre" too), read where Spanish words place them ("16 de mayo de
 # 2024", "en marzo"), not a bare "mayo", which English uses for mayonnaise.
 SPANISH_MONTHS = {
@@ -883,8 +891,7 @@ def _dates_spelled(text: str) -> str:
     months = []
     if "月" in text:
         months += [
-            _month_words(int(number) if number.isdigit() else _CJK_NUMERALS[number], year)
-            for year, number in _CJK_MONTH.findall(text)
+            _month_words(cjk_number(number), year) for year, number in _CJK_MONTH.findall(text)
         ]
     if any(name in text for name in SPANISH_MONTHS):
         months += [

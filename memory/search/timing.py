@@ -5,7 +5,9 @@ that anchors the event in time ("yesterday I went bowling"), while its neighbour
 words and no date. A question that names a day ("What was James doing on March 16, 2022?") is
 answered by what was said on that day or in the days after it ("yesterday I …", "last week …"),
 and one that names a month with its year ("What did Melanie paint in July 2023?", "the last week
-of October 2023") by what was said in that month or the days after it.
+of October 2023") by what was said in that month or the days after it. A day or a stretch named
+relative to the moment of asking ("yesterday", "last month", 上周三) is read as the day or stretch it
+names then (memory/search/relative_days.py).
 memory/search/turn_priors.py adds these priors to turn_search's fused score, and memory_search
 to memories by their valid_from.
 """
@@ -20,12 +22,15 @@ import numpy as np
 from django.conf import settings
 
 from memory.search.intent import asks_when
+from memory.search.relative_days import relative_spans
 from memory.search.text import (
+    CJK_MONTH_NUMBER,
     ISO_DATE,
     MONTH_ABBREVIATIONS,
     MONTHS,
     NUMERIC_DATE,
     SPANISH_MONTHS,
+    cjk_number,
     text_terms,
 )
 
@@ -93,13 +98,15 @@ _PART_OF = "|".join(
 _LATIN_PART = rf"(?:the )?(?:({'|'.join(_BEFORE_MONTH)})[ -]|({_PART_OF}) (?:of|de) )"
 _CJK_PART = "|".join(sorted(_CJK_PARTS, key=len, reverse=True))
 _MONTH_YEAR = re.compile(rf"\b(?:{_LATIN_PART})?({_MONTH})\.?,? (?:of |de |del )?(\d{{4}})\b")
-_CJK_MONTH_YEAR = re.compile(rf"(\d{{4}})\s*年\s*(\d{{1,2}})\s*月({_CJK_PART})?")
+_CJK_MONTH_YEAR = re.compile(rf"(\d{{4}})\s*年\s*{CJK_MONTH_NUMBER}\s*月({_CJK_PART})?")
 # A month named without its year ("in October", "the end of June", "en octubre", 10月底), read
 # in every year around the rows ranked, as a day without its year is. Only a full month name
 # after "in" or "during", or after a word for part of it, counts: "en mar" is at sea, "may" a verb.
 _FULL_MONTH = "|".join(sorted([*MONTHS, *SPANISH_MONTHS], key=len, reverse=True))
 _MONTH_ALONE = re.compile(rf"\b(?:{_LATIN_PART}|(?:in|during|en|durante) )({_FULL_MONTH})\b")
-_CJK_MONTH_ALONE = re.compile(rf"(?<![\d年])(1[0-2]|0?[1-9])\s*月({_CJK_PART})?")
+_CJK_MONTH_ALONE = re.compile(
+    rf"(?<![\d年一二三四五六七八九十]){CJK_MONTH_NUMBER}\s*月({_CJK_PART})?"
+)
 
 
 @cache
@@ -172,7 +179,7 @@ def periods_named(query: str) -> list[tuple[date, date]]:
         for before, part, month, year in _MONTH_YEAR.findall(text)
     ]
     found += [
-        _span(year, int(month), _CJK_PARTS.get(part))
+        _span(year, cjk_number(month), _CJK_PARTS.get(part))
         for year, month, part in _CJK_MONTH_YEAR.findall(text)
     ]
     return list(dict.fromkeys(span for span in found if span is not None))
@@ -187,7 +194,9 @@ def monthperiods_named(query: str) -> list[tuple[int, int | None]]:
         (_MONTH_NUMBER[month], _LATIN_PARTS.get(before or part))
         for before, part, month in _MONTH_ALONE.findall(text)
     ]
-    found += [(int(month), _CJK_PARTS.get(part)) for month, part in _CJK_MONTH_ALONE.findall(text)]
+    found += [
+        (cjk_number(month), _CJK_PARTS.get(part)) for month, part in _CJK_MONTH_ALONE.findall(text)
+    ]
     return list(dict.fromkeys(found))
 
 
@@ -231,16 +240,25 @@ def _nearness(epochs: np.ndarray, spans: list[tuple[date, date]]) -> np.ndarray:
 
 
 def time_priors(
-    *, query: str, occurred_at: np.ndarray, mentions: np.ndarray
+    *, query: str, asked_at: datetime, occurred_at: np.ndarray, mentions: np.ndarray
 ) -> Callable[[np.ndarray], np.ndarray] | None:
-    """The time priors of `query` over a table's rows (when each happened, as epochs: a turn's
-    occurred_at, a memory's valid_from; mentions_time flags), or None when the query asks nothing
-    about time."""
+    """The time priors of `query`, asked at `asked_at`, over a table's rows (when each happened,
+    as epochs: a turn's occurred_at, a memory's valid_from; mentions_time flags), or None when the
+    query asks nothing about time."""
     asks = asks_when(query) and settings.TIDELINE_SEARCH_PRIOR_WHEN > 0
     days = days_named(query) if settings.TIDELINE_SEARCH_PRIOR_DAY > 0 else []
     monthdays = monthdays_named(query) if settings.TIDELINE_SEARCH_PRIOR_DAY > 0 else []
     periods = periods_named(query) if settings.TIDELINE_SEARCH_PRIOR_PERIOD > 0 else []
     months = monthperiods_named(query) if settings.TIDELINE_SEARCH_PRIOR_PERIOD > 0 else []
+    # A relative day weighs as a named day, a relative week, month or year as a named month. A
+    # query that also names a date ("last week, as mentioned on November 6, 2023") counts from
+    # that date, not from the moment of asking, and the date itself already places it.
+    if not (days or monthdays or periods or months):
+        for first, last in relative_spans(query, asked_at.astimezone(UTC).date()):
+            if first == last and settings.TIDELINE_SEARCH_PRIOR_DAY > 0:
+                days.append(first)
+            elif first != last and settings.TIDELINE_SEARCH_PRIOR_PERIOD > 0:
+                periods.append((first, last))
     if not asks and not days and not monthdays and not periods and not months:
         return None
 

@@ -2,7 +2,8 @@
 conversations 0–4, confirmed on 5–9 and RealMem, figures in tools/recall/README.md):
 
 - **time** (memory/search/timing.py): a question that asks when prefers turns that place
-  themselves in time; one that names a day prefers the turns of that day and the week after it.
+  themselves in time; one that names a day prefers the turns of that day and the week after it,
+  and "yesterday" or "last week" names them as seen from `asked_at`.
 - **named speaker**: a question that names a person who speaks in the conversation ("What does
   Melanie do to destress?") is mostly answered by that person's own turns, while the other
   speaker's replies ("Thanks, Melanie! …") share the words. `TIDELINE_SEARCH_PRIOR_SPEAKER` is
@@ -38,6 +39,7 @@ conversations 0–4, confirmed on 5–9 and RealMem, figures in tools/recall/REA
 """
 
 from collections.abc import Callable
+from datetime import datetime
 
 import numpy as np
 from django.conf import settings
@@ -60,9 +62,10 @@ def turn_priors(
     expansions: dict[str, list[str]],
     eligible: np.ndarray,
     stats_rows: np.ndarray,
+    asked_at: datetime,
 ) -> Callable[[np.ndarray], np.ndarray] | None:
-    """The priors of `query` (its resolved lexical `terms`, and the words chosen to expand them)
-    over `index`'s rows, or None when it has none. BM25 statistics come from `stats_rows`, the
+    """The priors of `query`, asked at `asked_at` (its resolved lexical `terms`, and the words
+    chosen to expand them) over `index`'s rows, or None when it has none. BM25 statistics come from `stats_rows`, the
     caller's visible turns; only `eligible` rows score."""
     table = index.table
     parts = []
@@ -74,7 +77,10 @@ def turn_priors(
             share = np.float32(settings.TIDELINE_SEARCH_EXPANSION_WEIGHT / best)
             parts.append(lambda rows: share * extra[rows])
     timed = time_priors(
-        query=query, occurred_at=table["occurred_at"], mentions=table["mentions_time"]
+        query=query,
+        asked_at=asked_at,
+        occurred_at=table["occurred_at"],
+        mentions=table["mentions_time"],
     )
     if timed is not None:
         parts.append(timed)

@@ -3,7 +3,7 @@ that asks when prefers the memory that places itself in time, one that names a d
 with its year) the memories valid from that day (month) or the week after, one that opens with how many the memory that states a
 number, one that opens with where the memory that names a place."""
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -110,3 +110,41 @@ def test_it_prefers_the_memories_of_a_named_day_or_month_and_the_week_after(
         june.pk: pytest.approx(0, abs=1e-5),
     }
     assert all(shares_sum_to_score(hit) for hit in hits)
+
+
+@pytest.mark.parametrize("exact_rows", [2000, 0])
+def test_it_prefers_the_memories_of_a_day_named_relative_to_the_moment_of_asking(
+    project_scope, write_narrative, settings, exact_rows
+):
+    settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
+    query = "What did James decide about the bowling league yesterday?"
+    now = datetime.now(UTC)
+    older = write_narrative(
+        project_scope,
+        "James decided to join the bowling league",
+        valid_from=now - timedelta(days=20),
+    )
+    yesterdays = write_narrative(
+        project_scope,
+        "James decided bowling was not for him and left the league",
+        valid_from=now - timedelta(days=1),
+    )
+    settings.TIDELINE_SEARCH_PRIOR_DAY = 0.0
+    without = memory_search(query=query, scope_ids=[project_scope.pk], limit=2)
+    assert [hit.memory.pk for hit in without] == [older.pk, yesterdays.pk]
+
+    settings.TIDELINE_SEARCH_PRIOR_DAY = 0.4
+    hits = memory_search(query=query, scope_ids=[project_scope.pk], limit=2)
+    assert [hit.memory.pk for hit in hits] == [yesterdays.pk, older.pk]
+    before = {hit.memory.pk: hit.score for hit in without}
+    raised = {hit.memory.pk: hit.score - before[hit.memory.pk] for hit in hits}
+    # Said during yesterday: at least six sevenths of the day prior (it fades over the week after).
+    assert 0.4 * 6 / 7 - 1e-4 <= raised[yesterdays.pk] <= 0.4 + 1e-4
+    assert raised[older.pk] == pytest.approx(0, abs=1e-5)
+    assert all(shares_sum_to_score(hit) for hit in hits)
+
+    # Searched as of nineteen days ago, yesterday was the older memory's day.
+    as_of = now - timedelta(days=19)
+    back_then = memory_search(query=query, scope_ids=[project_scope.pk], limit=2, as_of=as_of)
+    assert [hit.memory.pk for hit in back_then] == [older.pk]
+    assert back_then[0].why["boosts"]["priors"] >= 0.4 * 6 / 7

@@ -5,7 +5,7 @@ that states a number or names a place, and a turn that says more outranks a shor
 same words."""
 
 import math
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memory.search import turn_search
+from memory.search.relative_days import relative_spans
 from memory.search.text import text_terms
 from memory.search.timing import (
     days_named,
@@ -115,6 +116,7 @@ def test_it_reads_the_days_a_query_names_without_a_year(query, monthdays):
         ("a principios de mayo del 2023", [(date(2023, 5, 1), date(2023, 5, 10))]),
         ("我们2023年10月底去了哪里？", [(date(2023, 10, 21), date(2023, 10, 31))]),
         ("2023年2月", [(date(2023, 2, 1), date(2023, 2, 28))]),
+        ("2023年十月初", [(date(2023, 10, 1), date(2023, 10, 10))]),
         # A full date is a day, not its month; a month without its year, or no month, is no period.
         ("What was James doing on March 16, 2022?", []),
         ("on 16 March 2022", []),
@@ -137,6 +139,8 @@ def test_it_reads_the_months_a_query_names_with_their_year(query, periods):
         ("¿qué hicimos en octubre?", [(10, None)]),
         ("a mediados de octubre", [(10, 1)]),
         ("我们10月底去了哪里", [(10, 2)]),
+        ("我们十月底去了哪里", [(10, 2)]),
+        ("十一月和二月", [(11, None), (2, None)]),
         # With a year or a day it is someone else's; a verb, a sea or a duration is no month.
         ("What did we paint in May 2023?", []),
         ("on May 8th", []),
@@ -144,10 +148,65 @@ def test_it_reads_the_months_a_query_names_with_their_year(query, periods):
         ("May I ask, we start May with a plan", []),
         ("navegamos en mar abierto", []),
         ("我学了3个月", []),
+        ("我学了三个月", []),
     ],
 )
 def test_it_reads_the_months_a_query_names_without_a_year(query, months):
     assert monthperiods_named(query) == months
+
+
+# A Wednesday.
+ASKED = date(2026, 12, 2)
+
+
+def days(first: date, last: date | None = None) -> list[tuple[date, date]]:
+    return [(first, last or first)]
+
+
+@pytest.mark.parametrize(
+    ("query", "spans"),
+    [
+        ("What did we decide yesterday?", days(date(2026, 12, 1))),
+        ("and the day before yesterday", days(date(2026, 11, 30))),
+        ("the plan from three days ago", days(date(2026, 11, 29))),
+        ("what I said this morning", days(ASKED)),
+        ("last Friday", days(date(2026, 11, 27))),
+        # Asked on a Wednesday, last Wednesday is a week ago.
+        ("last Wednesday", days(date(2026, 11, 25))),
+        ("last weekend", days(date(2026, 11, 28), date(2026, 11, 29))),
+        ("last week", days(date(2026, 11, 23), date(2026, 11, 29))),
+        ("in the past week", days(date(2026, 11, 25), ASKED)),
+        ("2 weeks ago", days(date(2026, 11, 16), date(2026, 11, 22))),
+        ("last month", days(date(2026, 11, 1), date(2026, 11, 30))),
+        ("this week and this month", [(date(2026, 11, 30), ASKED), (date(2026, 12, 1), ASKED)]),
+        ("last year", days(date(2025, 1, 1), date(2025, 12, 31))),
+        ("我们昨天说了什么？", days(date(2026, 12, 1))),
+        ("前天", days(date(2026, 11, 30))),
+        ("二十天前", days(date(2026, 11, 12))),
+        ("两个星期前", days(date(2026, 11, 16), date(2026, 11, 22))),
+        ("3个月前", days(date(2026, 9, 1), date(2026, 9, 30))),
+        ("上周三", days(date(2026, 11, 25))),
+        ("上个月", days(date(2026, 11, 1), date(2026, 11, 30))),
+        ("去年", days(date(2025, 1, 1), date(2025, 12, 31))),
+        ("先週の水曜日", days(date(2026, 11, 25))),
+        ("一昨日", days(date(2026, 11, 30))),
+        ("3ヶ月前", days(date(2026, 9, 1), date(2026, 9, 30))),
+        ("¿qué decidimos ayer?", days(date(2026, 12, 1))),
+        ("hace una semana", days(date(2026, 11, 23), date(2026, 11, 29))),
+        ("el lunes pasado", days(date(2026, 11, 30))),
+        ("el mes pasado", days(date(2026, 11, 1), date(2026, 11, 30))),
+        # Not relative days: a part of a named month, "last time", a bare weekday, a plan, a
+        # year or a month before which, and words that hold "ayer".
+        ("in the last week of October 2023", []),
+        ("like we said last time, on Monday", []),
+        ("what should I do tomorrow?", []),
+        ("2023年前", []),
+        ("5月前", []),
+        ("the prayer layer", []),
+    ],
+)
+def test_it_reads_the_days_a_query_names_relative_to_the_moment_of_asking(query, spans):
+    assert relative_spans(query, ASKED) == spans
 
 
 DATE_PIECES = [
@@ -155,6 +214,8 @@ DATE_PIECES = [
     *("年", "月", "日", "底", "初", "中旬", " ", ",", "/", ".", "-"),
     *("in ", "of ", "the ", "end ", "mid-", "early ", "last week ", "de ", "finales "),
     *("May", "October", "Feb", "february", "mayo"),
+    *("yesterday", "ago", "last ", "week", "month", "year", "days ", "a ", "hace ", "pasado"),
+    *("上周", "三", "十", "个", "前", "天", "去年", "先週", "の", "曜"),
 ]
 # Rows from the first to the last year a datetime holds, and none.
 EPOCHS = np.array(
@@ -162,15 +223,21 @@ EPOCHS = np.array(
 )
 
 
-@given(st.lists(st.sampled_from(DATE_PIECES), max_size=10).map("".join))
-def test_it_reads_any_mix_of_date_pieces_without_raising(query):
-    # A query is untrusted: no arrangement of years, months, days and part words may raise, and
-    # every period read is a real stretch of days.
+@given(
+    st.lists(st.sampled_from(DATE_PIECES), max_size=10).map("".join),
+    st.datetimes(timezones=st.just(UTC)),
+)
+def test_it_reads_any_mix_of_date_pieces_without_raising(query, asked_at):
+    # A query is untrusted: no arrangement of years, months, days and part words may raise, asked
+    # at any moment a datetime holds, and every period read is a real stretch of days.
     days_named(query)
     monthdays_named(query)
     assert all(first <= last for first, last in periods_named(query))
     assert all(1 <= month <= 12 for month, _ in monthperiods_named(query))
-    priors = time_priors(query=query, occurred_at=EPOCHS, mentions=np.ones(3, dtype=bool))
+    assert all(first <= last for first, last in relative_spans(query, asked_at.date()))
+    priors = time_priors(
+        query=query, asked_at=asked_at, occurred_at=EPOCHS, mentions=np.ones(3, dtype=bool)
+    )
     if priors is not None:
         assert np.all(np.isfinite(priors(np.arange(3))))
 
@@ -332,6 +399,47 @@ def test_it_reads_a_month_named_without_its_year_in_each_year(
         datetime(2023, 6, 1, tzinfo=UTC): 0,
         datetime(2023, 10, 5, tzinfo=UTC): 0,
     }
+
+
+@pytest.mark.parametrize("exact_rows", [2000, 0])
+def test_it_prefers_the_turns_of_a_day_named_relative_to_the_moment_of_asking(
+    project_scope, django_capture_on_commit_callbacks, settings, exact_rows
+):
+    settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = exact_rows
+    settings.TIDELINE_SEARCH_PRIOR_SPEAKER = 0.0
+    moments = [datetime(2022, 3, day, tzinfo=UTC) for day in (10, 16, 17)]
+    turns = bowling_on(project_scope, moments, django_capture_on_commit_callbacks)
+    # Searched up to March 18th, yesterday is the 17th, and the week before it March 7th to 13th.
+    until = datetime(2022, 3, 18, 9, tzinfo=UTC)
+    for query, expected in (
+        ("What was James doing yesterday?", (0, 0, 0.4)),
+        ("What was James doing the day before yesterday?", (0, 0.4, 0.4 * 6 / 7)),
+        ("What was James doing last week?", (0.2, 0.2 * 4 / 7, 0.2 * 3 / 7)),
+    ):
+        hits = turn_search(query=query, scope_ids=[project_scope.pk], limit=3, until=until)
+        prior_of = {hit.turn.pk: hit.why["boosts"]["priors"] for hit in hits}
+        assert all(shares_sum_to_score(hit) for hit in hits)
+        assert [prior_of[turns[when]] for when in moments] == pytest.approx(expected, abs=1e-4)
+
+    # A query that names its date counts from it: the 16th and the week after it, as named.
+    hits = turn_search(
+        query="What was James doing last week, as he said on March 16, 2022?",
+        scope_ids=[project_scope.pk],
+        until=until,
+    )
+    prior_of = {hit.turn.pk: hit.why["boosts"]["priors"] for hit in hits}
+    assert [prior_of[turns[when]] for when in moments] == pytest.approx(
+        (0, 0.4, 0.4 * 6 / 7), abs=1e-4
+    )
+
+    # Asked live, yesterday is the day before now: March 2022 is long past.
+    now = datetime.now(UTC)
+    recent = bowling_on(
+        project_scope, [now - timedelta(days=1)], django_capture_on_commit_callbacks
+    )
+    hits = turn_search(query="What was James doing yesterday?", scope_ids=[project_scope.pk])
+    assert hits[0].turn.pk == next(iter(recent.values()))
+    assert [hit.why["boosts"]["priors"] for hit in hits[1:]] == [0, 0, 0]
 
 
 @pytest.fixture
