@@ -471,10 +471,18 @@ def _rank(
 
     pool = rows
     if approximate:
-        # The projected scan picks the shortlist; exact cosines then decide inside it.
+        # The projected scan picks the shortlist; exact cosines then decide inside it: the floor
+        # and the top of the scale too, as in the exact scan. A scale topped by the best
+        # approximate cosine clipped every row whose exact cosine lies above it to the same full
+        # semantic share, and the best rows then tied.
         pool = _best_rows(rows, fused(rows), PROJECTION_SHORTLIST)
         with _blas_one_thread():
             cosine[pool] = index.exact_cosines(vector, pool)
+        pool = candidates(pool)
+        with_vector = pool[has_vector[pool]]
+        if len(with_vector):
+            high = float(cosine[with_vector].max())
+            spread = high - low if high > low else 0.0
     if reply_share:
         # Only the best REPLY_QUESTIONS questions by the parts verification never changes lend a
         # share: one far down the list is not about the query (lending from every candidate
