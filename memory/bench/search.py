@@ -263,12 +263,16 @@ def _measure(n: int, scope_ids: list[int], rng: random.Random, count: int, out) 
     out(f"  queries with hits {found}/{count}; ticket ids not ranked first: {misses}")
     out(f"  machine load average (1/5/15 min): {load} on {os.cpu_count()} cores")
     if projected:
-        _projection_agreement(index, queries, out)
+        _projection_agreement(index, queries, scope_ids, out)
 
 
-def _projection_agreement(index, queries: list[str], out) -> None:
+def _projection_agreement(index, queries: list[str], scope_ids: list[int], out) -> None:
     """How much of the exact top 10 by cosine the projected scan plus exact shortlist re-scoring
-    recovers. Tie-aware: generated rows share sentences, so several rows hold the same vector."""
+    recovers (tie-aware: generated rows share sentences, so several rows hold the same vector),
+    and how often memory_search's top 10 is the exact scan's, in the same order."""
+    from django.test import override_settings
+
+    from memory.search import memory_search
     from memory.search.index import PROJECTION_SHORTLIST
     from memory.services.embedding import embedder_get
 
@@ -280,10 +284,21 @@ def _projection_agreement(index, queries: list[str], out) -> None:
         vector = embedder.embed([query])[0]
         tenth = np.sort(index.table.vectors[:size] @ vector)[-10]
         approx, _ = index.cosines(vector)
-        shortlist = np.argpartition(-approx, PROJECTION_SHORTLIST)[:PROJECTION_SHORTLIST]
+        take = min(PROJECTION_SHORTLIST, size)
+        shortlist = np.argpartition(-approx, take - 1)[:take]
         found = np.sort(index.exact_cosines(vector, shortlist))[-10:]
         agree.append(float(np.mean(found >= tenth - 1e-6)))
     out(f"  projected scan: exact top-10 recovered {100 * statistics.fmean(agree):.0f}%")
+    same_order = 0
+    for query in natural:
+        projected = memory_search(query=query, scope_ids=scope_ids, limit=10)
+        with override_settings(TIDELINE_SEARCH_PROJECTION_MIN_ROWS=10**12):
+            exact = memory_search(query=query, scope_ids=scope_ids, limit=10)
+        same_order += [hit.memory.pk for hit in projected] == [hit.memory.pk for hit in exact]
+    out(
+        f"  memory_search top 10 the exact scan's, in its order: {same_order}/{len(natural)} "
+        "queries"
+    )
 
 
 def run(command, options) -> None:
