@@ -404,7 +404,12 @@ def _memory_item(memory: Memory, *, labels: dict[int, str], similarity, source) 
 
 
 def t1_select(
-    *, query: str, scope_ids: list[int], labels: dict[int, str], session: Session | None
+    *,
+    query: str,
+    scope_ids: list[int],
+    labels: dict[int, str],
+    session: Session | None,
+    asked_at: datetime | None = None,
 ) -> list[Item]:
     """Related memories for this turn: the hybrid search's top few among memories whose cosine is
     above the embedding model's noise floor (memory/search/calibration.py), so the block holds
@@ -430,6 +435,7 @@ def t1_select(
             min_semantic=floor,
             exclude_ids=exclude,
             exclude_secret=True,
+            asked_at=asked_at,
         )
 
     # Unseen hits first; only when too few remain does the session see repeats again.
@@ -603,8 +609,11 @@ def context_turn(
     scope_ids: list[int],
     session: Session | None = None,
     budget_tokens: int | None = None,
+    asked_at: datetime | None = None,
 ) -> Block:
-    """The per-turn block: T1 semantic prefetch, and T4 keywords when T1 finds too little."""
+    """The per-turn block: T1 semantic prefetch, and T4 keywords when T1 finds too little. A
+    replayed conversation gives `asked_at`, the turn's own moment, for the days it names relative
+    to it ("yesterday"); a live one is asked now."""
     # A 100k-character turn is stored whole; matching it whole would cost a minute of CPU.
     query = text_bounded(query, limit=settings.TIDELINE_TURN_QUERY_MAX_CHARS)
     budget = budget_tokens or settings.TIDELINE_TURN_BUDGET_TOKENS
@@ -613,7 +622,9 @@ def context_turn(
         return Block(kind="turn", budget=budget, skipped=skipped)
     now = timezone.now()
     labels = _labels(scope_ids)
-    t1 = t1_select(query=query, scope_ids=scope_ids, labels=labels, session=session)
+    t1 = t1_select(
+        query=query, scope_ids=scope_ids, labels=labels, session=session, asked_at=asked_at
+    )
     sections = [Section("t1", "T1 · related memories", t1)]
     if len(t1) < settings.TIDELINE_T4_TRIGGER_BELOW:
         t4 = t4_select(

@@ -17,7 +17,7 @@ import json
 import re
 import statistics
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from django.core.management.base import CommandError
@@ -193,11 +193,12 @@ def memories_seed(*, scope_id: int, turns: dict[str, tuple[str, datetime]]) -> d
     return {parent.pk: dia for parent, dia in zip(parents, dia_ids, strict=True)}
 
 
-def block_ranked(*, query: str, scope_id: int) -> list[int]:
-    """Memory ids of the per-turn injection block, in the order it shows them."""
+def block_ranked(*, query: str, scope_id: int, asked_at: datetime) -> list[int]:
+    """Memory ids of the per-turn injection block asked at `asked_at`, in the order it shows
+    them."""
     from injection.services.context import context_turn
 
-    block = context_turn(query=query, scope_ids=[scope_id])
+    block = context_turn(query=query, scope_ids=[scope_id], asked_at=asked_at)
     return [item.memory_id for section in block.sections for item in section.items]
 
 
@@ -226,6 +227,10 @@ def evaluate(samples: list[dict], *, run_tag: str, out, block: bool = False, pro
         if block:
             dia_of = memories_seed(scope_id=scope_id, turns=stored)
         part = "tune" if number < half else "held-out"
+        # LoCoMo's questions carry no date: they are asked the day after the last session, as an
+        # agent in the conversation would ask them, so "last week" counts from there, whatever
+        # the day the bench runs on.
+        asked = max(date for _, date in stored.values()) + timedelta(days=1)
         session_name = {
             session_id: _session_of(dia)
             for session_id, dia in ContextTurn.objects.filter(scope_id=scope_id).values_list(
@@ -239,7 +244,9 @@ def evaluate(samples: list[dict], *, run_tag: str, out, block: bool = False, pro
             if not gold:
                 continue
             began = time.perf_counter()
-            hits = turn_search(query=qa["question"], scope_ids=[scope_id], limit=max(KS))
+            hits = turn_search(
+                query=qa["question"], scope_ids=[scope_id], limit=max(KS), asked_at=asked
+            )
             latencies.append((time.perf_counter() - began) * 1000)
             ranked = [hit.turn.meta.get("dia_id") for hit in hits]
             rows.append((qa.get("category"), gold, ranked, part))
@@ -257,8 +264,10 @@ def evaluate(samples: list[dict], *, run_tag: str, out, block: bool = False, pro
                 )
             )
             if block:
-                searched = memory_search(query=qa["question"], scope_ids=[scope_id], limit=5)
-                shown = block_ranked(query=qa["question"], scope_id=scope_id)
+                searched = memory_search(
+                    query=qa["question"], scope_ids=[scope_id], limit=5, asked_at=asked
+                )
+                shown = block_ranked(query=qa["question"], scope_id=scope_id, asked_at=asked)
                 block_rows.append(
                     (
                         qa.get("category"),

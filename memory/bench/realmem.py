@@ -3,8 +3,8 @@
 One store per persona. Sessions are imported in order (turns via `turns_record`, the session's date
 as `occurred_at`, embedded after commit); before each session, every query turn in it is asked of
 `turn_search` with the query turn's text as written, over the sessions strictly before it (the
-store holds nothing later), as of its session's day (`until`: relative days such as "yesterday"
-count from there), no LLM. Two units, both reported: turns ranked by `turn_search` and
+store holds nothing later), asked on its session's day (relative days such as "yesterday" count
+from there), no LLM. Two units, both reported: turns ranked by `turn_search` and
 collapsed to sessions by first occurrence, and whole sessions ranked by `session_search`.
 Printed: session R@5/10, all@5/10 and MRR overall and per category for each, the plain-BM25 floor, the
 per-turn block's R@5 (every user turn also stored as a narrative memory, asked of `memory_search`
@@ -20,7 +20,7 @@ import statistics
 import time
 from collections import Counter
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from django.core.management.base import CommandError
@@ -248,27 +248,28 @@ def evaluate(
         uuid_of: dict[int, str] = {}
         memory_uuid: dict[int, str] = {}
         for n, session in enumerate(dialogues):
-            # Asked on its session's day, after every session stored before it (each at noon of
-            # its day): "yesterday" in a query is the day before that, and `until` leaves out
-            # nothing the store holds.
-            asked = session_day(session.get("current_time", "")) + timedelta(seconds=1)
+            # Asked on its session's day: "yesterday" in a query is the day before it, whatever
+            # the day the bench runs on.
+            asked = session_day(session.get("current_time", ""))
             for _, category, text, gold in by_session.get(n, []):
                 began = time.perf_counter()
-                hits = turn_search(query=text, scope_ids=[scope.pk], limit=TURN_POOL, until=asked)
+                hits = turn_search(
+                    query=text, scope_ids=[scope.pk], limit=TURN_POOL, asked_at=asked
+                )
                 latencies.append((time.perf_counter() - began) * 1000)
                 ranked = list(dict.fromkeys(uuid_of.get(hit.turn.session_id) for hit in hits))
                 rows.append((category, gold, ranked))
                 began = time.perf_counter()
-                sessions_hit = session_search(
-                    query=text, scope_ids=[scope.pk], limit=max(KS), until=asked
-                )
+                sessions_hit = session_search(query=text, scope_ids=[scope.pk], limit=max(KS))
                 session_latencies.append((time.perf_counter() - began) * 1000)
                 session_rows.append(
                     (category, gold, [uuid_of.get(hit.session.pk) for hit in sessions_hit])
                 )
                 if block:
-                    searched = memory_search(query=text, scope_ids=[scope.pk], limit=5)
-                    shown = block_ranked(query=text, scope_id=scope.pk)
+                    searched = memory_search(
+                        query=text, scope_ids=[scope.pk], limit=5, asked_at=asked
+                    )
+                    shown = block_ranked(query=text, scope_id=scope.pk, asked_at=asked)
                     block_rows.append(
                         (
                             category,

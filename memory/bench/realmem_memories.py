@@ -141,11 +141,16 @@ def evaluate(files: list[Path], *, run_tag: str, out, progress=None) -> dict:
         started = time.perf_counter()
         key_of: dict[int, str] = {}
         for n, session in enumerate(dialogues):
+            # Asked on its session's day: "yesterday" counts from there, whatever the day the
+            # bench runs on.
+            asked = session_day(session.get("current_time", ""))
             for _, category, text, gold in by_session.get(n, []):
                 began = time.perf_counter()
-                searched = memory_search(query=text, scope_ids=[scope.pk], limit=SEARCHED)
+                searched = memory_search(
+                    query=text, scope_ids=[scope.pk], limit=SEARCHED, asked_at=asked
+                )
                 latencies.append((time.perf_counter() - began) * 1000)
-                shown = block_ranked(query=text, scope_id=scope.pk)
+                shown = block_ranked(query=text, scope_id=scope.pk, asked_at=asked)
                 ranked_keys = [key_of[hit.memory.pk] for hit in searched]
                 rows[half].append((category, gold, ranked_keys))
                 block_rows[half].append(

@@ -553,13 +553,14 @@ def _memory_rank(
     exclude_secret: bool,
     vector: np.ndarray | None,
     calibration: Calibration,
+    asked_at: datetime | None,
 ) -> tuple[list, list[int], dict[int, str]]:
     with index.lock:
         table = index.table
         in_scope = table["alive"] & _among(table["scope"], scope_ids)
         eligible = in_scope.copy()
         # "Yesterday" in a search of the past (as of a moment, or up to one) is the day before it.
-        asked_at = as_of or until or timezone.now()
+        asked_at = asked_at or as_of or until or timezone.now()
         moment = (as_of or timezone.now()).timestamp()
         wanted = statuses or (AS_OF_STATUSES if as_of else DEFAULT_STATUSES)
         eligible &= _among(table["status"], [STATUS_CODES[s] for s in wanted])
@@ -669,13 +670,14 @@ def memory_search(
     session_id: int | None = None,
     exclude_ids: set[int] | frozenset[int] = frozenset(),
     exclude_secret: bool = False,
+    asked_at: datetime | None = None,
 ) -> list[MemoryHit]:
     """Memories in `scope_ids` that match `query`, best first, each saying why it matched.
 
     Default: active memories valid now. With `as_of`, what was valid at that moment (superseded and
     expired rows included when they were valid then). `since`/`until` bound the event time
     (valid_from). Days named relative to the moment of asking ("yesterday", 上周) are read from
-    `as_of`, else `until`, else now. `min_semantic` keeps only hits whose cosine reaches it (semantic prefetch, e.g.
+    `asked_at`, else `as_of`, else `until`, else now. `min_semantic` keeps only hits whose cosine reaches it (semantic prefetch, e.g.
     the model's noise floor), and the limit is filled from those; `lexical=False` /
     `semantic=False` switch a side off. `exclude_secret` drops secret memories inside the ranking,
     so the limit stays full of non-secret ones. `exclude_ids` are left out
@@ -719,6 +721,7 @@ def memory_search(
             exclude_secret=exclude_secret,
             vector=vector,
             calibration=calibration,
+            asked_at=asked_at,
         )
         memories = _memories_typed(kinds)
         # The index may lag a secret flag set a moment ago; the loaded row is the truth.
@@ -810,10 +813,11 @@ def turn_search(
     since: datetime | None = None,
     until: datetime | None = None,
     session_ids: list[int] | None = None,
+    asked_at: datetime | None = None,
 ) -> list[TurnHit]:
     """Raw conversation turns in `scope_ids` that match `query`, best first, each saying why.
     `since`/`until` bound when the turn happened (occurred_at); days named relative to the moment
-    of asking ("yesterday", 上周) are read from `until`, else now."""
+    of asking ("yesterday", 上周) are read from `asked_at`, else `until`, else now."""
     query = _check_common(query, scope_ids, limit)
     if not scope_ids or not query:
         return []
@@ -850,7 +854,7 @@ def turn_search(
                 expansions=expansions,
                 eligible=eligible,
                 stats_rows=in_scope,
-                asked_at=until or timezone.now(),
+                asked_at=asked_at or until or timezone.now(),
             ),
             vector=vector,
             calibration=calibration,

@@ -143,8 +143,11 @@ def test_it_prefers_the_memories_of_a_day_named_relative_to_the_moment_of_asking
     assert raised[older.pk] == pytest.approx(0, abs=1e-5)
     assert all(shares_sum_to_score(hit) for hit in hits)
 
-    # Searched as of nineteen days ago, yesterday was the older memory's day.
-    as_of = now - timedelta(days=19)
-    back_then = memory_search(query=query, scope_ids=[project_scope.pk], limit=2, as_of=as_of)
+    # Searched as of nineteen days ago, yesterday was the older memory's day; asked then of
+    # everything stored, the older memory ranks first.
+    then = now - timedelta(days=19)
+    back_then = memory_search(query=query, scope_ids=[project_scope.pk], limit=2, as_of=then)
     assert [hit.memory.pk for hit in back_then] == [older.pk]
     assert back_then[0].why["boosts"]["priors"] >= 0.4 * 6 / 7
+    asked_then = memory_search(query=query, scope_ids=[project_scope.pk], limit=2, asked_at=then)
+    assert [hit.memory.pk for hit in asked_then] == [older.pk, yesterdays.pk]

@@ -409,17 +409,19 @@ def test_it_prefers_the_turns_of_a_day_named_relative_to_the_moment_of_asking(
     settings.TIDELINE_SEARCH_PRIOR_SPEAKER = 0.0
     moments = [datetime(2022, 3, day, tzinfo=UTC) for day in (10, 16, 17)]
     turns = bowling_on(project_scope, moments, django_capture_on_commit_callbacks)
-    # Searched up to March 18th, yesterday is the 17th, and the week before it March 7th to 13th.
+    # Searched up to March 18th, or asked then, yesterday is the 17th, and the week before it
+    # March 7th to 13th.
     until = datetime(2022, 3, 18, 9, tzinfo=UTC)
     for query, expected in (
         ("What was James doing yesterday?", (0, 0, 0.4)),
         ("What was James doing the day before yesterday?", (0, 0.4, 0.4 * 6 / 7)),
         ("What was James doing last week?", (0.2, 0.2 * 4 / 7, 0.2 * 3 / 7)),
     ):
-        hits = turn_search(query=query, scope_ids=[project_scope.pk], limit=3, until=until)
-        prior_of = {hit.turn.pk: hit.why["boosts"]["priors"] for hit in hits}
-        assert all(shares_sum_to_score(hit) for hit in hits)
-        assert [prior_of[turns[when]] for when in moments] == pytest.approx(expected, abs=1e-4)
+        for moment in ({"until": until}, {"asked_at": until}):
+            hits = turn_search(query=query, scope_ids=[project_scope.pk], limit=3, **moment)
+            prior_of = {hit.turn.pk: hit.why["boosts"]["priors"] for hit in hits}
+            assert all(shares_sum_to_score(hit) for hit in hits)
+            assert [prior_of[turns[when]] for when in moments] == pytest.approx(expected, abs=1e-4)
 
     # A query that names its date counts from it: the 16th and the week after it, as named.
     hits = turn_search(

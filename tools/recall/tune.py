@@ -42,9 +42,9 @@ questions. Each argument is one variant (JSON); `{}` is the default ranking and 
 - `declarative`: the query vector mixes the question's with its declarative form's (wh-word and
   auxiliary dropped, "What books has Melanie read?" -> "books Melanie read") at this share.
 - `turn_semantic_weight`: the USE calibration row's semantic share for turns, for this variant.
-- `asked`: "next_day" asks each question the day after its conversation's last session (`until`),
-  so days named relative to the moment of asking ("last week") count from there; by default they
-  count from now, years after LoCoMo's sessions.
+- `asked`: "next_day" asks each question the day after its conversation's last session
+  (`asked_at`, as `bench locomo` does), so days named relative to the moment of asking ("last
+  week") count from there; by default they count from now, years after LoCoMo's sessions.
 - any `TIDELINE_*` setting, applied while the turn index is built and searched.
 
 Prints R@5/10/25, session R@5, MRR and per-category R@5 for the tune half (conversations 0–4),
@@ -681,14 +681,14 @@ def main(specs: list[str]) -> None:
                     )
                 )
                 part = "tune" if number < 5 else "held-out"
-                # Asked the day after the conversation's last session, as an agent in it would:
-                # `until` then filters nothing, and "last week" counts from that day.
+                # Asked the day after the conversation's last session, as an agent in it would (and
+                # as `bench locomo` asks): "last week" counts from that day.
                 asked = {}
                 if variant.get("asked") == "next_day":
                     last = ContextTurn.objects.filter(scope_id=scope_id).aggregate(
                         last=Max("occurred_at")
                     )["last"]
-                    asked = {"until": last + timedelta(days=1)}
+                    asked = {"asked_at": last + timedelta(days=1)}
                 for qa in sample["qa"]:
                     gold = [d for d in locomo.evidence_normalise(qa.get("evidence")) if d in stored]
                     if not gold:
