@@ -13,8 +13,10 @@ collapsed to sessions, per half and per category, and session_search's p50.
 - `locomo` reuses tune.py's store (import it first with `tune.py '{}'`); gold = the sessions that
   hold a question's evidence; halves: conversations 0–4 / 5–9.
 - `realmem` imports every persona once into TIDELINE_DATA_DIR's database (about 25 minutes), each
-  session at its day plus n seconds, so `until` = the query's session start gives exactly the store
-  `bench realmem` asks it of (turns before that session). Halves: the first four personas by file
+  session at its day plus n seconds, and asks with `until` = the query's session start: the turns
+  said before that moment. In seven personas that is exactly the store `bench realmem` asks (the
+  sessions before the query's in list order); in Liam_O_Connor, Pak_Budi and Sarah_Miller 121
+  sessions are listed after one dated later, so there the two stores differ by those. Halves: the first four personas by file
   name / the other six. The store holds every persona's later sessions too, which changes BM25
   statistics for turn_search (it reads them over the whole scope) and which misspelt terms read as
   a speaker's name, so both columns differ from `bench realmem`'s by up to 0.01: compare variants
