@@ -475,8 +475,7 @@ def _rank(
         # and the top of the scale too, as in the exact scan. A scale topped by the best
         # approximate cosine clipped every row whose exact cosine lies above it to the same full
         # semantic share, and the best rows then tied.
-        # In row order, as `rows` is: equal scores then fall in the order the exact scan gives.
-        pool = np.sort(_best_rows(rows, fused(rows), PROJECTION_SHORTLIST))
+        pool = _best_rows(rows, fused(rows), PROJECTION_SHORTLIST)
         with _blas_one_thread():
             cosine[pool] = index.exact_cosines(vector, pool)
         pool = candidates(pool)
