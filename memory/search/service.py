@@ -307,6 +307,27 @@ SAMPLED_CUT_RATIO = 16
 SAMPLED_CUT_SAMPLE = 4096
 
 
+def _exact_low(
+    index: SearchIndex,
+    vector: np.ndarray,
+    approximate: np.ndarray,
+    eligible: np.ndarray,
+    noise_floor: float,
+) -> float:
+    """The bottom of the cosine scale as the exact scan reads it, min(eligible rows' least exact
+    cosine, the noise floor), after a projected scan: the noise floor as soon as one eligible row
+    lies under it exactly (the rows of least approximate cosine are checked first; in a store
+    large enough to be projected one of them does), else the least exact cosine of them all."""
+    rows = np.flatnonzero(eligible)
+    if not len(rows):
+        return noise_floor
+    lowest = _best_rows(rows, -approximate[rows], PROJECTION_SHORTLIST)
+    least = float(index.exact_cosines(vector, lowest).min())
+    if least >= noise_floor:
+        least = float(index.exact_cosines(vector, rows).min())
+    return min(least, noise_floor)
+
+
 def _best_rows(at: np.ndarray, score: np.ndarray, take: int) -> np.ndarray:
     """The `take` rows of `at` with the highest `score`, best first; equal scores in row order."""
     take = min(take, len(at))
@@ -478,11 +499,12 @@ def _rank(
         pool = _best_rows(rows, fused(rows), PROJECTION_SHORTLIST)
         with _blas_one_thread():
             cosine[pool] = index.exact_cosines(vector, pool)
+            low = _exact_low(index, vector, cosine, eligible & has_vector, calibration.noise_floor)
         pool = candidates(pool)
         with_vector = pool[has_vector[pool]]
         if len(with_vector):
             high = float(cosine[with_vector].max())
-            spread = high - low if high > low else 0.0
+        spread = high - low if high > low else 0.0
     if reply_share:
         # Only the best REPLY_QUESTIONS questions by the parts verification never changes lend a
         # share: one far down the list is not about the query (lending from every candidate
