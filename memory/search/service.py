@@ -314,10 +314,11 @@ def _exact_low(
     eligible: np.ndarray,
     noise_floor: float,
 ) -> float:
-    """The bottom of the cosine scale as the exact scan reads it, min(eligible rows' least exact
-    cosine, the noise floor), after a projected scan: the noise floor as soon as one eligible row
-    lies under it exactly (the rows of least approximate cosine are checked first; in a store
-    large enough to be projected one of them does), else the least exact cosine of them all."""
+    """The bottom of the cosine scale, min(the eligible rows' least cosine, the noise floor), after
+    a projected scan: read off the exact cosines of the PROJECTION_SHORTLIST rows of least
+    approximate cosine, which hold the least exact one nearly always (8 of `bench search`'s 10
+    queries at 100k; the others' scores within 0.003). When none of those lies under the noise
+    floor, every eligible row's exact cosine decides, as in the exact scan."""
     rows = np.flatnonzero(eligible)
     if not len(rows):
         return noise_floor
