@@ -699,8 +699,9 @@ def memory_search(
     Default: active memories valid now. With `as_of`, what was valid at that moment (superseded and
     expired rows included when they were valid then). `since`/`until` bound the event time
     (valid_from). Days named relative to the moment of asking ("yesterday", 上周) are read from
-    `asked_at`, else `as_of`, else `until`, else now. `min_semantic` keeps only hits whose cosine reaches it (semantic prefetch, e.g.
-    the model's noise floor), and the limit is filled from those; `lexical=False` /
+    `asked_at`, else `as_of`, else `until`, else now. `min_semantic` keeps only hits whose cosine
+    reaches it (semantic prefetch, e.g. the model's noise floor), and the limit is filled from
+    those; `lexical=False` /
     `semantic=False` switch a side off. `exclude_secret` drops secret memories inside the ranking,
     so the limit stays full of non-secret ones. `exclude_ids` are left out
     before ranking (a session's already-seen memories), so only returned rows are loaded. With `activation_source`, each
