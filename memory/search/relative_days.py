@@ -169,12 +169,13 @@ def relative_spans(query: str, today: date) -> list[Span]:
     text = query.lower()
     found: list[Span] = []
     for pattern, reader in _COMPILED:
-        if pattern.search(text) is None:
-            continue
+        # finditer reads the text as it was before this pattern; each match is blanked at its
+        # own length, so the positions of the ones after it still hold.
         for match in pattern.finditer(text):
+            start, end = match.span()
+            text = text[:start] + " " * (end - start) + text[end:]
             try:
                 found.append(reader(match, today))
             except (OverflowError, ValueError):
                 continue
-        text = pattern.sub(lambda match: " " * len(match.group(0)), text)
     return list(dict.fromkeys(found))
