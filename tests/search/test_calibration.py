@@ -49,6 +49,40 @@ def test_it_fills_t1_from_cosines_above_the_models_noise_floor(project_scope):
     assert ids[0.05] not in {item.memory_id for item in items}
 
 
+def test_it_fills_t1_in_the_order_and_with_the_scores_search_gives_the_same_rows(project_scope):
+    # The best keyword match lies under the noise floor: T1 leaves it out, but it still sets the
+    # keyword scale, and the least cosine still starts the cosine scale, so the weak keyword match
+    # ranks under the nearer memory in T1 as it does in search (read against scales without
+    # the rows under the floor, it ranked above it).
+    q = query_vector(QUERY)
+    rows = {
+        "all the words": ("archive manager resolve symlinks", 0.05),
+        "one word": ("notes about symlinks", 0.2),
+        "paraphrase": ("unrelated gesture", 0.6),
+        "near": ("unrelated gesture two", 0.43),
+    }
+    ids = {}
+    for n, (name, (text, cosine)) in enumerate(rows.items()):
+        narrative = narrative_seed(project_scope, text)
+        embedding_set(narrative.pk, vector_at_cosine(q, cosine, seed=n))
+        ids[name] = narrative.pk
+    floor = calibration_get(embedder_get().model_id).noise_floor
+    searched = [
+        hit
+        for hit in memory_search(query=QUERY, scope_ids=[project_scope.pk], limit=10)
+        if hit.semantic >= floor
+    ]
+    assert [hit.memory.pk for hit in searched] == [ids["paraphrase"], ids["near"], ids["one word"]]
+    prefetched = memory_search(
+        query=QUERY, scope_ids=[project_scope.pk], limit=5, min_semantic=floor
+    )
+    assert [(hit.memory.pk, hit.score) for hit in prefetched] == [
+        (hit.memory.pk, hit.score) for hit in searched
+    ]
+    items = t1_select(query=QUERY, scope_ids=[project_scope.pk], labels={}, session=None)
+    assert [item.memory_id for item in items] == [hit.memory.pk for hit in searched]
+
+
 def test_it_prefetches_nothing_when_every_cosine_is_noise(project_scope):
     seed_at_cosines(project_scope, [0.1, 0.05, 0.0])
     assert t1_select(query=QUERY, scope_ids=[project_scope.pk], labels={}, session=None) == []

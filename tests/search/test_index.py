@@ -5,6 +5,7 @@ import pytest
 from django.db import connection
 
 from memory.search import memory_search, service
+from memory.search.calibration import calibration_get
 from memory.services.embedding import embedder_get
 
 pytestmark = pytest.mark.django_db
@@ -19,9 +20,9 @@ TOPICS = [
 ]
 
 
-def _ranked(query: str, scope_id: int) -> list[tuple[int, float]]:
+def _ranked(query: str, scope_id: int, min_semantic: float | None) -> list[tuple[int, float]]:
     """The four notes of the query's own topic, best first, with their scores."""
-    hits = memory_search(query=query, scope_ids=[scope_id], limit=4)
+    hits = memory_search(query=query, scope_ids=[scope_id], limit=4, min_semantic=min_semantic)
     return [(hit.memory.pk, hit.score) for hit in hits]
 
 
@@ -33,8 +34,14 @@ def test_it_projects_every_stored_row_and_ranks_as_the_exact_scan(
     for number in range(24):
         write_narrative(project_scope, f"{TOPICS[number % len(TOPICS)]} (note {number})")
     queries = ["when does the backup run", "which editor", "边界", "Docker"]
+    # Each as search asks it, and as the per-turn block's T1 asks it (above the noise floor).
+    asked = [
+        (query, floor)
+        for query in queries
+        for floor in (None, calibration_get(embedder_get().model_id).noise_floor)
+    ]
     settings.TIDELINE_SEARCH_PROJECTION_MIN_ROWS = 10**9
-    exact = [_ranked(query, project_scope.pk) for query in queries]
+    exact = [_ranked(query, project_scope.pk, floor) for query, floor in asked]
 
     settings.TIDELINE_SEARCH_PROJECTION_MIN_ROWS = 10
     settings.TIDELINE_SEARCH_PROJECTION_DIM = 16
@@ -42,8 +49,8 @@ def test_it_projects_every_stored_row_and_ranks_as_the_exact_scan(
     # the scores within rounding: the top of the cosine scale is read off the exact cosines too
     # (read off the projected ones, the best notes of a topic were clipped to one score and tied;
     # its bottom is the model's noise floor either way).
-    for query, expected in zip(queries, exact, strict=True):
-        ranked = _ranked(query, project_scope.pk)
+    for (query, floor), expected in zip(asked, exact, strict=True):
+        ranked = _ranked(query, project_scope.pk, floor)
         assert [pk for pk, _ in ranked] == [pk for pk, _ in expected]
         assert [score for _, score in ranked] == pytest.approx(
             [score for _, score in expected], abs=1e-3

@@ -209,9 +209,10 @@ def test_it_orders_memory_hits_by_the_score_their_why_explains(
     assert_ordered_and_explained(hits)
 
 
-def reference_memory_ranking(query, scope_id, limit):
+def reference_memory_ranking(query, scope_id, limit, min_semantic=None):
     """Every eligible memory scored from scratch by the documented formula, no shortcuts: what the
-    ranking's cached parts, shortlist and verification loop must reproduce."""
+    ranking's cached parts, shortlist and verification loop must reproduce. `min_semantic` only
+    takes rows under it out of the competition; the scales stay those of every eligible row."""
     import time
     import unicodedata
 
@@ -349,8 +350,17 @@ def reference_memory_ranking(query, scope_id, limit):
         + keyword
         + priors
     )
+    if min_semantic is not None:
+        candidate &= cosine >= min_semantic
     rows = sorted(np.flatnonzero(candidate), key=lambda row: -score[row])[:limit]
     return {int(table["id"][row]): float(score[row]) for row in rows}
+
+
+def assert_ranked_as(hits, expected: dict[int, float]) -> None:
+    assert [hit.score for hit in hits] == pytest.approx(list(expected.values()), abs=1e-4)
+    # Rows may only trade places with a row of the same score.
+    for hit, score in zip(hits, expected.values(), strict=True):
+        assert expected.get(hit.memory.pk, score) == pytest.approx(score, abs=1e-4)
 
 
 @store_property(max_examples=30)
@@ -365,10 +375,27 @@ def test_it_ranks_memories_exactly_as_scoring_every_row_from_scratch(
     query = query_of(words, quoted)
     expected = reference_memory_ranking(query, memory_store.pk, limit)
     hits = memory_search(query=query, scope_ids=[memory_store.pk], limit=limit)
-    assert [hit.score for hit in hits] == pytest.approx(list(expected.values()), abs=1e-4)
-    # Rows may only trade places with a row of the same score.
-    for hit, score in zip(hits, expected.values(), strict=True):
-        assert expected.get(hit.memory.pk, score) == pytest.approx(score, abs=1e-4)
+    assert_ranked_as(hits, expected)
+
+
+@store_property(max_examples=30)
+@given(
+    words=st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=14),
+    min_semantic=st.floats(min_value=-0.2, max_value=0.6),
+    limit=st.integers(min_value=1, max_value=6),
+)
+def test_it_scores_the_hits_above_a_least_cosine_as_the_unfiltered_ranking_does(
+    memory_store, words, min_semantic, limit
+):
+    """The per-turn block's T1 asks with the model's noise floor as `min_semantic`: it must hold
+    search's own ranking of the rows above it, not a ranking re-scaled to the rows left."""
+    query = query_of(words, [])
+    expected = reference_memory_ranking(query, memory_store.pk, limit, min_semantic=min_semantic)
+    hits = memory_search(
+        query=query, scope_ids=[memory_store.pk], limit=limit, min_semantic=min_semantic
+    )
+    assert all(hit.semantic >= min_semantic for hit in hits)
+    assert_ranked_as(hits, expected)
 
 
 def test_it_lets_an_incidental_identifier_in_a_long_dialogue_query_weigh_as_one_term(
