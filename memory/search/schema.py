@@ -26,9 +26,10 @@ TURN_TRIGRAM = "turn_search_trigram"
 TOKENS_FUNCTION = "tideline_tokens"
 
 # Columns whose change alters what search returns or how it ranks; activation counters are not here,
-# so recalls never churn the index.
+# so recalls never churn the index. `secret` decides who may find a memory (migration 0018 added
+# it: a memory the owner made secret, or no longer secret, was seen so only after a restart).
 MEMORY_WATCHED = (
-    "scope_id, status, valid_from, valid_to, pinned, importance, recorded_at, "
+    "scope_id, status, secret, valid_from, valid_to, pinned, importance, recorded_at, "
     "search_text, embedding, embedding_model, memory_type"
 )
 TURN_WATCHED = (
@@ -65,8 +66,7 @@ def _sqlite_install() -> list[str]:
         "VALUES ('delete', old.id, old.search_text); "
         f"INSERT INTO {MEMORY_TRIGRAM}(rowid, search_text) VALUES (new.id, new.search_text); "
         "END",
-        f"CREATE TRIGGER memory_search_au AFTER UPDATE OF {MEMORY_WATCHED} ON memory_memory "
-        f"BEGIN {log} ('memory', new.id); END",
+        memory_watch_trigger("sqlite", MEMORY_WATCHED),
         "CREATE TRIGGER memory_search_narrative_ai AFTER INSERT ON memory_narrative "
         f"BEGIN {log} ('memory', new.memory_ptr_id); END",
         "CREATE TRIGGER memory_search_narrative_au AFTER UPDATE OF weight, layer "
@@ -99,6 +99,28 @@ def _sqlite_install() -> list[str]:
     ]
 
 
+def memory_watch_trigger(vendor: str, columns: str) -> str:
+    """The trigger that logs a memory whose `columns` changed (one place, so a migration can
+    re-create it when the watched columns change)."""
+    if vendor == "sqlite":
+        return (
+            f"CREATE TRIGGER memory_search_au AFTER UPDATE OF {columns} ON memory_memory "
+            f"BEGIN INSERT INTO {CHANGE_TABLE}(kind, row_id) VALUES ('memory', new.id); END"
+        )
+    return (
+        f"CREATE TRIGGER memory_search_au AFTER UPDATE OF {columns} ON memory_memory "
+        "FOR EACH ROW EXECUTE FUNCTION tideline_search_log('memory')"
+    )
+
+
+def memory_watch_sql(vendor: str, columns: str) -> list[str]:
+    """Statements that re-create the memory watch trigger over `columns`."""
+    drop = "DROP TRIGGER IF EXISTS memory_search_au"
+    if vendor == "postgresql":
+        drop += " ON memory_memory"
+    return [drop, memory_watch_trigger(vendor, columns)]
+
+
 def _sqlite_remove() -> list[str]:
     triggers = (
         "memory_search_ai",
@@ -129,8 +151,7 @@ def _postgresql_install() -> list[str]:
         "RETURN NULL; END; $$ LANGUAGE plpgsql",
         "CREATE TRIGGER memory_search_ai AFTER INSERT ON memory_memory "
         "FOR EACH ROW EXECUTE FUNCTION tideline_search_log('memory')",
-        f"CREATE TRIGGER memory_search_au AFTER UPDATE OF {MEMORY_WATCHED} ON memory_memory "
-        "FOR EACH ROW EXECUTE FUNCTION tideline_search_log('memory')",
+        memory_watch_trigger("postgresql", MEMORY_WATCHED),
         "CREATE TRIGGER memory_search_narrative_ai AFTER INSERT ON memory_narrative "
         "FOR EACH ROW EXECUTE FUNCTION tideline_search_log_narrative()",
         "CREATE TRIGGER memory_search_narrative_au AFTER UPDATE OF weight, layer "

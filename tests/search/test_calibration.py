@@ -6,10 +6,11 @@ from hypothesis import strategies as st
 
 from injection.services.context import t1_select
 from memory.models import Memory
-from memory.search import memory_search, turn_search
+from memory.search import memory_search, service, turn_search
 from memory.search.calibration import CALIBRATIONS, calibration_get
 from memory.search.text import MONTHS, text_terms
 from memory.services.embedding import embedder_get
+from memory.services.lifecycle import memory_set_secret
 from memory.services.timeline import TurnInput, session_start, turns_record
 from tests.injection.conftest import (
     embedding_set,
@@ -96,6 +97,18 @@ def test_it_keeps_the_limit_full_when_secrets_are_excluded(project_scope):
     assert [hit.memory.pk for hit in hits] == [ids[c] for c in (0.8, 0.6, 0.5, 0.4, 0.3)]
     items = t1_select(query=QUERY, scope_ids=[project_scope.pk], labels={}, session=None)
     assert len(items) == 5 and {ids[0.9], ids[0.7]}.isdisjoint(i.memory_id for i in items)
+
+
+def test_it_finds_a_memory_again_once_it_is_no_longer_secret(project_scope):
+    ids = seed_at_cosines(project_scope, [0.9, 0.8])
+    memory_set_secret(memory_id=ids[0.9], secret=True)
+    # A process whose index loaded the memory while it was secret.
+    service._indexes.clear()
+    hits = memory_search(query=QUERY, scope_ids=[project_scope.pk], limit=5, exclude_secret=True)
+    assert [hit.memory.pk for hit in hits] == [ids[0.8]]
+    memory_set_secret(memory_id=ids[0.9], secret=False)
+    hits = memory_search(query=QUERY, scope_ids=[project_scope.pk], limit=5, exclude_secret=True)
+    assert [hit.memory.pk for hit in hits] == [ids[0.9], ids[0.8]]
 
 
 def test_it_keeps_min_semantic_limits_full(project_scope):
