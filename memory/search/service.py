@@ -375,12 +375,14 @@ def _rank(
     vector: np.ndarray | None,
     calibration: Calibration,
     min_cosine: float | None = None,
+    excluded: np.ndarray | None = None,
     reply_share: float = 0.0,
 ) -> list[tuple[int, float, float, float | None, dict]]:
     """(row, score, bm25, cosine, why) for the best `limit` eligible rows, in score order. `terms`
     are the query's resolved lexical terms (empty when lexical is off); `vector` is its embedding
-    (None: keyword only); with `min_cosine`, only rows whose cosine reaches it compete, so the
-    limit stays full, on the scales of every eligible row. With `reply_share` (turns), a turn that replies to another person's question
+    (None: keyword only); with `min_cosine`, only rows whose cosine reaches it compete, and rows
+    `excluded` (a mask) do not compete, so the limit stays full, on the scales of every eligible
+    row. With `reply_share` (turns), a turn that replies to another person's question
     gains that share of the question's score, when the question is among the best
     REPLY_QUESTIONS (TIDELINE_SEARCH_REPLY_SHARE).
 
@@ -433,16 +435,19 @@ def _rank(
         # the whole semantic share.
         low = min(float(eligible_cos.min()), calibration.noise_floor)
         high = float(eligible_cos.max())
+    # Only the competitors change, never the scales: rows under `min_cosine`, and rows a session
+    # has already been shown, still set the BM25 and cosine scales, so the rows kept score as
+    # the unfiltered ranking scores them (T1 shows what search ranks first among unseen rows
+    # above the noise floor). Narrowing first re-read a kept row's cosine against a scale
+    # starting at the floor and cost the per-turn block 2 points of LoCoMo R@5 against search.
+    # After a projected scan the shortlist is drawn as for search and `candidates` applies the
+    # least cosine to its exact cosines.
+    if excluded is not None:
+        rows = rows[~excluded[rows]]
     if min_cosine is not None and not approximate:
-        # Only the competitors change, never the scales: rows under `min_cosine` still set the
-        # BM25 and cosine scales, so the rows kept score as the unfiltered ranking scores them
-        # (T1 shows what search ranks first among rows above the noise floor). Narrowing first
-        # re-read a kept row's cosine against a scale starting at the floor and cost the per-turn
-        # block 2 points of LoCoMo R@5 against search. After a projected scan the shortlist is
-        # drawn as for search and `candidates` applies the least cosine to its exact cosines.
         rows = rows[cosine[rows] >= min_cosine]
-        if not len(rows):
-            return []
+    if not len(rows):
+        return []
 
     # The lexical and prior parts of a row never change during one ranking: computed once for
     # every candidate, then gathered, instead of recomputed over 100k rows on each pass.
@@ -585,6 +590,7 @@ def _memory_rank(
     semantic: bool,
     exclude_ids: set[int],
     exclude_secret: bool,
+    withheld: set[int],
     vector: np.ndarray | None,
     calibration: Calibration,
     asked_at: datetime | None,
@@ -610,9 +616,12 @@ def _memory_rank(
             eligible &= _among(table["layer"], [LAYER_CODES[layer] for layer in layers])
         if exclude_secret:
             eligible &= ~table["secret"]
+            # Secrets the index does not know of yet, found when the rows were loaded.
+            eligible[[index.row_of[pk] for pk in withheld if pk in index.row_of]] = False
+        excluded = None
         if exclude_ids:
-            excluded = [index.row_of[pk] for pk in exclude_ids if pk in index.row_of]
-            eligible[excluded] = False
+            excluded = np.zeros(table.size, dtype=bool)
+            excluded[[index.row_of[pk] for pk in exclude_ids if pk in index.row_of]] = True
         if tags:
             tagged = NarrativeTag.objects.filter(
                 tag__in=[tag.strip().lower() for tag in tags]
@@ -677,6 +686,7 @@ def _memory_rank(
             vector=vector,
             calibration=calibration,
             min_cosine=min_semantic,
+            excluded=excluded,
         )
         ids = [int(table["id"][row]) for row, *_ in ranked]
         kinds = {
@@ -715,10 +725,10 @@ def memory_search(
     reaches it (semantic prefetch, e.g. the model's noise floor), and the limit is filled from
     those, each scored as the search without it scores it; `lexical=False` /
     `semantic=False` switch a side off. `exclude_secret` drops secret memories inside the ranking,
-    so the limit stays full of non-secret ones. `exclude_ids` are left out
-    before ranking (a session's already-seen memories), so only returned rows are loaded. With `activation_source`, each
-    returned memory counts an activation and gets an AttentionEvent, in one short transaction after
-    ranking.
+    so the limit stays full of non-secret ones. `exclude_ids` (a session's already-seen memories)
+    do not compete but still set the scales, so the rest score as without them, and only returned
+    rows are loaded. With `activation_source`, each returned memory counts an activation and gets
+    an AttentionEvent, in one short transaction after ranking.
     """
     query = _check_common(query, scope_ids, limit)
     if statuses is not None and not set(statuses) <= set(MemoryStatus.values):
@@ -752,8 +762,9 @@ def memory_search(
             min_semantic=min_semantic,
             lexical=lexical,
             semantic=semantic,
-            exclude_ids=set(exclude_ids) | withheld,
+            exclude_ids=set(exclude_ids),
             exclude_secret=exclude_secret,
+            withheld=withheld,
             vector=vector,
             calibration=calibration,
             asked_at=asked_at,

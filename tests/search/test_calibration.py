@@ -99,6 +99,23 @@ def test_it_keeps_the_limit_full_when_secrets_are_excluded(project_scope):
     assert len(items) == 5 and {ids[0.9], ids[0.7]}.isdisjoint(i.memory_id for i in items)
 
 
+def test_it_withholds_a_secret_the_index_has_not_caught_up_with(project_scope, monkeypatch):
+    cosines = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3]
+    ids = seed_at_cosines(project_scope, cosines)
+    Memory.objects.filter(pk=ids[0.9]).update(secret=True)
+    known = memory_search(query=QUERY, scope_ids=[project_scope.pk], limit=5, exclude_secret=True)
+    Memory.objects.filter(pk=ids[0.9]).update(secret=False)
+    memory_search(query=QUERY, scope_ids=[project_scope.pk], limit=5)
+    # The flag is set again after this process's index last caught up: only the loaded row
+    # tells, and the ranking is redone without it, as if the index had known.
+    index = service.search_index("memory")
+    monkeypatch.setattr(type(index), "refresh", lambda self: None)
+    Memory.objects.filter(pk=ids[0.9]).update(secret=True)
+    lagging = memory_search(query=QUERY, scope_ids=[project_scope.pk], limit=5, exclude_secret=True)
+    assert [hit.memory.pk for hit in lagging] == [ids[c] for c in (0.8, 0.7, 0.6, 0.5, 0.4)]
+    assert [hit.score for hit in lagging] == pytest.approx([hit.score for hit in known])
+
+
 def test_it_finds_a_memory_again_once_it_is_no_longer_secret(project_scope):
     ids = seed_at_cosines(project_scope, [0.9, 0.8])
     memory_set_secret(memory_id=ids[0.9], secret=True)

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memory.models import Memory
 from memory.search import memory_search, turn_search
 from memory.search.service import (
     LITERAL_FULL_TERMS,
@@ -209,10 +210,11 @@ def test_it_orders_memory_hits_by_the_score_their_why_explains(
     assert_ordered_and_explained(hits)
 
 
-def reference_memory_ranking(query, scope_id, limit, min_semantic=None):
+def reference_memory_ranking(query, scope_id, limit, min_semantic=None, exclude_ids=()):
     """Every eligible memory scored from scratch by the documented formula, no shortcuts: what the
-    ranking's cached parts, shortlist and verification loop must reproduce. `min_semantic` only
-    takes rows under it out of the competition; the scales stay those of every eligible row."""
+    ranking's cached parts, shortlist and verification loop must reproduce. `min_semantic` and
+    `exclude_ids` only take rows out of the competition; the scales stay those of every eligible
+    row."""
     import time
     import unicodedata
 
@@ -352,6 +354,7 @@ def reference_memory_ranking(query, scope_id, limit, min_semantic=None):
     )
     if min_semantic is not None:
         candidate &= cosine >= min_semantic
+    candidate &= ~np.isin(table["id"], list(exclude_ids))
     rows = sorted(np.flatnonzero(candidate), key=lambda row: -score[row])[:limit]
     return {int(table["id"][row]): float(score[row]) for row in rows}
 
@@ -378,23 +381,36 @@ def test_it_ranks_memories_exactly_as_scoring_every_row_from_scratch(
     assert_ranked_as(hits, expected)
 
 
-@store_property(max_examples=30)
+@store_property(max_examples=40)
 @given(
     words=st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=14),
-    min_semantic=st.floats(min_value=-0.2, max_value=0.6),
+    min_semantic=st.none() | st.floats(min_value=-0.2, max_value=0.6),
+    seen=st.sets(st.integers(min_value=0, max_value=6), max_size=4),
     limit=st.integers(min_value=1, max_value=6),
 )
-def test_it_scores_the_hits_above_a_least_cosine_as_the_unfiltered_ranking_does(
-    memory_store, words, min_semantic, limit
+def test_it_scores_the_hits_it_may_show_as_the_unfiltered_ranking_does(
+    memory_store, words, min_semantic, seen, limit
 ):
-    """The per-turn block's T1 asks with the model's noise floor as `min_semantic`: it must hold
-    search's own ranking of the rows above it, not a ranking re-scaled to the rows left."""
+    """The per-turn block's T1 asks with the model's noise floor as `min_semantic`, leaving out
+    what the session was already shown: it must hold search's own ranking of the rows left, not
+    a ranking re-scaled to them."""
     query = query_of(words, [])
-    expected = reference_memory_ranking(query, memory_store.pk, limit, min_semantic=min_semantic)
-    hits = memory_search(
-        query=query, scope_ids=[memory_store.pk], limit=limit, min_semantic=min_semantic
+    stored = list(
+        Memory.objects.filter(scope=memory_store).order_by("pk").values_list("pk", flat=True)
     )
-    assert all(hit.semantic >= min_semantic for hit in hits)
+    exclude_ids = {stored[position] for position in seen}
+    expected = reference_memory_ranking(
+        query, memory_store.pk, limit, min_semantic=min_semantic, exclude_ids=exclude_ids
+    )
+    hits = memory_search(
+        query=query,
+        scope_ids=[memory_store.pk],
+        limit=limit,
+        min_semantic=min_semantic,
+        exclude_ids=exclude_ids,
+    )
+    assert min_semantic is None or all(hit.semantic >= min_semantic for hit in hits)
+    assert exclude_ids.isdisjoint(hit.memory.pk for hit in hits)
     assert_ranked_as(hits, expected)
 
 
