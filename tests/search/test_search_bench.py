@@ -45,6 +45,11 @@ def test_it_times_memory_search_and_compares_the_projected_scan_with_the_exact_o
     text = done.stdout
     assert "memory_search over 400 memories on sqlite: 30 queries" in text
     assert re.search(r"p50 [\d.]+ ms +p95 [\d.]+ ms", text)
+    assert re.search(
+        r"dialogue-length queries as the per-turn block asks them \(top 5 above the noise "
+        r"floor\), 30 of \d{3} characters \(median\): p50 [\d.]+ ms +p95 [\d.]+ ms",
+        text,
+    )
     assert "cosine scan projected + exact shortlist" in text
     # Every row is in the 500-row shortlist at this size: the exact top 10 is always recovered.
     assert "exact top-10 recovered 100%" in text
