@@ -110,6 +110,11 @@ class Memory(models.Model):
                 fields=["scope", "memory_type", "-recorded_at", "-id"],
                 name="memory_scope_type_recent",
             ),
+            # The few secret memories of a scope set, which PostgreSQL's native search takes out
+            # of the BM25 statistics of a caller who may not see them (memory/search/postgres.py).
+            models.Index(
+                fields=["scope"], condition=models.Q(secret=True), name="memory_secret_scope"
+            ),
         ]
         constraints = [
             models.UniqueConstraint(

@@ -18,7 +18,8 @@ expanded.
 Visibility: the vocabulary is the whole store's, but a word expands a query only when the caller's
 visible turns hold it (its document frequency in the caller's scopes), and the nearest words are
 taken after that filter, so a word seen only in another scope neither expands a query nor takes an
-expansion's place. Speakers' names never expand or are expanded: they match a person, not a topic.
+expansion's place. The names of who spoke in the caller's scopes never expand or are expanded:
+they match a person, not a topic.
 """
 
 import logging
@@ -202,23 +203,26 @@ def expansion_candidates(
 
 
 def expansion_choose(
-    *, index, candidates: dict[str, list[str]], terms: list[str], stats_rows: np.ndarray
+    *,
+    index,
+    candidates: dict[str, list[str]],
+    terms: list[str],
+    stats_rows: np.ndarray,
+    speakers: set[str],
 ) -> dict[str, list[str]]:
     """query term → the words that expand it: its nearest words that are not the query's own
-    terms nor speakers' names and that the caller's visible turns hold, at most
-    TIDELINE_SEARCH_EXPANSION_NEIGHBOURS each."""
+    terms nor the names of who spoke in the caller's scopes (`speakers`) and that the caller's
+    visible turns hold, at most TIDELINE_SEARCH_EXPANSION_NEIGHBOURS each."""
     wanted = settings.TIDELINE_SEARCH_EXPANSION_NEIGHBOURS
     own = set(terms)
     chosen: dict[str, list[str]] = {}
     for term, nearest in candidates.items():
-        if term not in own or term in index.speaker_terms:
+        if term not in own or term in speakers:
             continue
         kept = [
             word
             for word in nearest
-            if word not in own
-            and word not in index.speaker_terms
-            and index.ideal_bm25([word], stats_rows) > 0
+            if word not in own and word not in speakers and index.ideal_bm25([word], stats_rows) > 0
         ][:wanted]
         if kept:
             chosen[term] = kept

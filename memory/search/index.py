@@ -151,7 +151,9 @@ class SearchIndex(ABC):
         # literal must be found in.
         self.own_postings = Postings()
         self.row_of: dict[int, int] = {}
-        self.speaker_terms: set[str] = set()
+        # The terms of every speaker's name, by the scope of the turns they spoke. Only grows: a turn
+        # moved to another scope leaves its speaker's name in the old one too.
+        self.scope_speakers: dict[int, set[str]] = {}
         self.dead = 0
         self.basis: np.ndarray | None = None
         self.projected = np.zeros((0, 0), dtype=np.float32)
@@ -245,10 +247,17 @@ class SearchIndex(ABC):
         self.row_of[pk] = row
 
     def narrow(
-        self, *, query: str, scope_ids: list[int], vector, extra_terms: Sequence[str] = ()
+        self,
+        *,
+        query: str,
+        scope_ids: list[int],
+        vector,
+        extra_terms: Sequence[str] = (),
+        exclude_secret: bool = False,
     ) -> "SearchIndex":
         """The rows a query ranks: this whole index (the database-native backend narrows, holding
-        the postings of `extra_terms` besides the query's own)."""
+        the postings of `extra_terms` besides the query's own, and reads its statistics without
+        secret memories with `exclude_secret`)."""
         return self
 
     @abstractmethod
@@ -308,17 +317,23 @@ class SearchIndex(ABC):
             mask[posting[0]] = True
         return mask
 
-    def terms_resolve(self, terms: list[str]) -> list[str]:
+    def speakers_in(self, scope_ids: list[int]) -> set[str]:
+        """The terms of the names of everyone who spoke in `scope_ids`."""
+        return set().union(*(self.scope_speakers.get(scope_id, ()) for scope_id in scope_ids))
+
+    def terms_resolve(
+        self, terms: list[str], *, scope_ids: list[int], stats_rows: np.ndarray
+    ) -> list[str]:
         """The query's terms, with a name spelled one letter off a speaker's name (Akib for Aqib)
-        read as that name when the store has no such word."""
-        if not self.speaker_terms:
+        read as that name when the caller's visible store (`stats_rows`) has no such word. Only
+        the caller's scopes decide: another scope's words and speakers never change a reading."""
+        speakers = self.speakers_in(scope_ids)
+        if not speakers:
             return terms
         return [
             term
-            if self.postings.get(term) is not None or len(term) < 4
-            else next(
-                (name for name in sorted(self.speaker_terms) if _one_edit_apart(term, name)), term
-            )
+            if len(term) < 4 or self.ideal_bm25([term], stats_rows) > 0
+            else next((name for name in sorted(speakers) if _one_edit_apart(term, name)), term)
             for term in terms
         ]
 
@@ -593,7 +608,7 @@ class TurnIndex(SearchIndex):
 
     def _load(self, ids: list[int]) -> None:
         for document in turn_documents(
-            ids, terms_for=self._stored_terms, speakers=self.speaker_terms
+            ids, terms_for=self._stored_terms, speakers=self.scope_speakers
         ):
             self._add(
                 document.pk,
@@ -619,10 +634,11 @@ def turn_documents(
     ids: list[int],
     *,
     terms_for: Callable[[list[int], dict[int, str]], dict[int, list[str]]],
-    speakers: set[str],
+    speakers: dict[int, set[str]],
 ) -> list[TurnDocument]:
     """The documents that change when turns `ids` change: theirs and their neighbours' (a turn's
-    document holds the terms of the turns around it). Adds every speaker's terms to `speakers`."""
+    document holds the terms of the turns around it). Adds every speaker's terms to `speakers`,
+    under the scope of the turn."""
     window = settings.TIDELINE_SEARCH_TURN_NEIGHBOURS
     changed = list(ContextTurn.objects.filter(pk__in=ids).values_list("session_id", "seq", "pk"))
     spans: dict[int, list[int]] = {}
@@ -638,7 +654,13 @@ def turn_documents(
 
 
 def _session_span_documents(
-    session_id: int, low: int, high: int, window: int, *, terms_for, speakers: set[str]
+    session_id: int,
+    low: int,
+    high: int,
+    window: int,
+    *,
+    terms_for,
+    speakers: dict[int, set[str]],
 ) -> list[TurnDocument]:
     """The documents of turns low-window..high+window of a session: their own text or a
     neighbour's changed."""
@@ -667,7 +689,7 @@ def _session_span_documents(
     lent: dict[int, Counter] = {}
     for row in rows:
         name = text_terms(row[4] or "")
-        speakers.update(name)
+        speakers.setdefault(row[1], set()).update(name)
         lent[row[0]] = Counter(terms.get(row[0], [])) - Counter(name)
     documents = []
     for position, row in enumerate(rows):

@@ -15,8 +15,10 @@ What is stored, per kind of document (memories, turns):
 - `tideline_search_df` (document frequency per scope and term) and `tideline_search_totals`
   (documents and summed length per scope): BM25's collection statistics for any set of scopes,
   exactly the N, df and average length the in-process index computes over the caller's scopes.
-- `tideline_search_speaker`: every turn speaker's terms, for reading a misspelt name as a
-  speaker's.
+  A caller who may not see secret memories gets them subtracted (the few secret documents of the
+  scopes, read through the memory_secret_scope index), as the in-process index leaves them out.
+- `tideline_search_speaker`: each turn speaker's terms under the scope they spoke in (migration
+  0019), for reading a misspelt name as a speaker's of the caller's scopes.
 
 Terms are computed in Python (the same `text_terms` and turn documents as the in-process index:
 stemmed words, jieba words, CJK bigrams), so triggers cannot compute them; instead triggers queue
@@ -58,6 +60,7 @@ import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 import psycopg
@@ -302,6 +305,42 @@ def native_pending_xact_sql(*, install: bool) -> list[str]:
     ]
 
 
+def native_speakers_scope(apps, schema_editor) -> None:
+    """Each speaker's terms under the scopes they spoke in (migration 0019): a query reads a
+    misspelt name as the name of someone who spoke in the caller's scopes only, and another
+    scope's speakers never change its reading or its expansions. Filled from the stored turns."""
+    if schema_editor.connection.vendor != "postgresql":
+        return
+    named: set[tuple[int, str]] = set()
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(f"SELECT DISTINCT scope_id, speaker FROM {SOURCE_TABLES['turn']}")
+        for scope_id, speaker in cursor.fetchall():
+            named.update((scope_id, term) for term in text_terms(speaker or ""))
+    schema_editor.execute(f"DROP TABLE {SPEAKERS}")
+    schema_editor.execute(
+        f"CREATE TABLE {SPEAKERS} (scope_id BIGINT NOT NULL, term TEXT NOT NULL, "
+        "PRIMARY KEY (scope_id, term))"
+    )
+    if named:
+        schema_editor.execute(
+            f"INSERT INTO {SPEAKERS} (scope_id, term) SELECT * FROM unnest(%s::bigint[], "
+            "%s::text[])",
+            list(map(list, zip(*sorted(named), strict=True))),
+        )
+
+
+def native_speakers_unscope(apps, schema_editor) -> None:
+    if schema_editor.connection.vendor != "postgresql":
+        return
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(f"SELECT DISTINCT term FROM {SPEAKERS}")
+        terms = sorted(term for (term,) in cursor.fetchall())
+    schema_editor.execute(f"DROP TABLE {SPEAKERS}")
+    schema_editor.execute(f"CREATE TABLE {SPEAKERS} (term TEXT PRIMARY KEY)")
+    if terms:
+        schema_editor.execute(f"INSERT INTO {SPEAKERS} (term) SELECT unnest(%s::text[])", [terms])
+
+
 def native_schema_remove_sql() -> list[str]:
     statements = []
     for kind, source in SOURCE_TABLES.items():
@@ -521,7 +560,7 @@ def native_apply_own(wrapper, *, wait: bool = True) -> int:
 
 
 def _documents(
-    kind: str, ids: list[int], speakers: set[str]
+    kind: str, ids: list[int], speakers: dict[int, set[str]]
 ) -> dict[int, tuple[int, dict[str, float], list[str] | None, object, str | None]]:
     """(scope, term bag, own terms, vector blob, model) of the documents that change when rows
     `ids` change (a turn's neighbours too), as the current code and settings compute them."""
@@ -600,7 +639,7 @@ def native_drift(kind: str) -> tuple[list[int], list[int], list[int]]:
     embedding = "embedding::text" if vector else "NULL"
     for start in range(0, len(present), APPLY_CHUNK):
         chunk = present[start : start + APPLY_CHUNK]
-        documents = _documents(kind, chunk, set())
+        documents = _documents(kind, chunk, {})
         with connection.cursor() as cursor:
             cursor.execute(
                 f"SELECT id, scope_id, length, bag, own, model, dim, {embedding} "
@@ -693,7 +732,7 @@ def native_requeue(kind: str, ids: list[int]) -> None:
 
 def _apply(cursor, kind: str, ids: list[int]) -> None:
     table = DOC_TABLES[kind]
-    speakers: set[str] = set()
+    speakers: dict[int, set[str]] = {}
     documents = _documents(kind, ids, speakers)
     touched = sorted(set(ids) | set(documents))
     cursor.execute(f"SELECT id, scope_id, length, bag FROM {table} WHERE id = ANY(%s)", [touched])
@@ -777,10 +816,12 @@ def _apply(cursor, kind: str, ids: list[int]) -> None:
                 [entry[1] for entry in totals.values()],
             ],
         )
-    if speakers:
+    named = sorted((scope_id, term) for scope_id, terms in speakers.items() for term in terms)
+    if named:
         cursor.execute(
-            f"INSERT INTO {SPEAKERS} (term) SELECT unnest(%s::text[]) ON CONFLICT DO NOTHING",
-            [sorted(speakers)],
+            f"INSERT INTO {SPEAKERS} (scope_id, term) SELECT * FROM unnest(%s::bigint[], "
+            "%s::text[]) ON CONFLICT DO NOTHING",
+            list(map(list, zip(*named, strict=True))),
         )
     if vector:
         for dim in {dim for *_, dim, _ in rows if dim}:
@@ -869,6 +910,7 @@ class NativeSearch:
         scope_ids: list[int],
         vector: np.ndarray | None,
         extra_terms: Sequence[str] = (),
+        exclude_secret: bool = False,
     ):
         return native_view(
             kind=self.kind,
@@ -878,17 +920,18 @@ class NativeSearch:
             extra_terms=extra_terms,
             model_id=self.model_id,
             dim=self.dim,
+            exclude_secret=exclude_secret,
         )
 
 
-def _terms_resolve(terms: list[str], known: set[str], speakers: set[str]) -> list[str]:
+def _terms_resolve(terms: list[str], df: Counter, speakers: set[str]) -> list[str]:
     """The in-process index's reading of a misspelt speaker name (see SearchIndex.terms_resolve),
-    against the stored terms."""
+    against the terms the caller's visible documents hold (`df`)."""
     if not speakers:
         return terms
     return [
         term
-        if term in known or len(term) < 4
+        if df[term] > 0 or len(term) < 4
         else next((name for name in sorted(speakers) if _one_edit_apart(term, name)), term)
         for term in terms
     ]
@@ -902,29 +945,47 @@ def _stats(
     query_terms: list[str],
     scope_ids: list[int],
     pgvector: bool,
-) -> tuple[int, float, Counter, set[str], set[str], dict[int, str], bool]:
+    exclude_secret: bool = False,
+) -> tuple[int, float, Counter, set[str], dict[int, str], bool]:
     """Everything a view needs before its rows, in one statement: the scope set's documents and
-    summed length, the document frequency of each asked term (and of each speaker term of a
-    similar length, for reading a misspelt name), the scope labels and whether writes are still
-    queued. With pgvector it also sets the HNSW scan parameters for the session, so the candidate
-    statement needs no transaction of its own."""
-    params: list = [kind, scope_ids, kind, scope_ids]
+    summed length, the document frequency of each asked term (and of each speaker's name of a
+    similar length, for reading a misspelt name), the names among them of who spoke in the
+    scopes, the scope labels and whether writes are still queued. With `exclude_secret`, secret
+    memories are taken out of the statistics, as the in-process index leaves them out: a caller
+    who may not see them must not read their words off the scores. With pgvector it also sets the
+    HNSW scan parameters for the session, so the candidate statement needs no transaction of its
+    own."""
+    hidden = kind == "memory" and exclude_secret
+    params: list = [scope_ids] if hidden else []
+    params += [kind, scope_ids, kind, scope_ids]
     speaker_select = "NULL::text[]"
     speaker_terms = ""
     if kind == "turn":
         low = min((len(term) for term in query_terms), default=0) - 1
         high = max((len(term) for term in query_terms), default=0) + 1
+        # The asked words that are a name are wanted too: a name never expands or is expanded.
         speaker_select = (
-            f"(SELECT array_agg(term) FROM {SPEAKERS} WHERE length(term) BETWEEN %s AND %s)"
+            f"(SELECT array_agg(DISTINCT term) FROM {SPEAKERS} WHERE scope_id = ANY(%s) "
+            "AND (length(term) BETWEEN %s AND %s OR term = ANY(%s)))"
         )
         speaker_terms = (
-            f" OR term IN (SELECT term FROM {SPEAKERS} WHERE length(term) BETWEEN %s AND %s)"
+            f" OR term IN (SELECT term FROM {SPEAKERS} WHERE scope_id = ANY(%s) "
+            "AND length(term) BETWEEN %s AND %s)"
         )
-        params += [low, high]
-    params += [scope_ids, kind, asked]
+        params += [scope_ids, low, high, asked]
+    params += [kind, scope_ids, asked]
     if speaker_terms:
-        params += [low, high]
+        params += [scope_ids, low, high]
     params += [kind, scope_ids]
+    secret_columns = "NULL, NULL"
+    if hidden:
+        secret_columns = (
+            "(SELECT json_build_array(count(*), coalesce(sum(length), 0)::float8) FROM hidden), "
+            "(SELECT json_agg(json_build_array(term, n)) FROM (SELECT term, count(*) AS n "
+            "FROM hidden, unnest(%s::text[]) AS term WHERE jsonb_exists(bag, term) "
+            "GROUP BY term) AS held)"
+        )
+        params.append(asked)
     hnsw = "NULL"
     if pgvector:
         hnsw = (
@@ -933,33 +994,38 @@ def _stats(
         )
         count = settings.TIDELINE_SEARCH_POSTGRES_SEMANTIC_CANDIDATES
         params.append(str(max(40, min(1000, count))))
+    # The secret documents counted in the scopes' statistics (few; memory_secret_scope indexes them).
+    with_hidden = (
+        f"WITH hidden AS (SELECT d.length, d.bag FROM {DOC_TABLES['memory']} d "
+        f"JOIN {SOURCE_TABLES['memory']} m ON m.id = d.id "
+        "WHERE m.secret AND d.scope_id = ANY(%s)) "
+        if hidden
+        else ""
+    )
     cursor.execute(
-        f"SELECT (SELECT coalesce(sum(docs), 0) FROM {TOTALS} "
+        f"{with_hidden}SELECT (SELECT coalesce(sum(docs), 0) FROM {TOTALS} "
         "WHERE kind = %s AND scope_id = ANY(%s)), "
         f"(SELECT coalesce(sum(length), 0)::float8 FROM {TOTALS} "
         "WHERE kind = %s AND scope_id = ANY(%s)), "
         f"{speaker_select}, "
-        "(SELECT json_agg(json_build_array(term, n)) FROM (SELECT term, "
-        "coalesce(sum(df) FILTER (WHERE scope_id = ANY(%s)), 0) AS n "
-        f"FROM {DF} WHERE kind = %s AND df > 0 AND (term = ANY(%s){speaker_terms}) "
-        "GROUP BY term) AS asked), "
+        "(SELECT json_agg(json_build_array(term, n)) FROM (SELECT term, sum(df) AS n "
+        f"FROM {DF} WHERE kind = %s AND scope_id = ANY(%s) AND df > 0 "
+        f"AND (term = ANY(%s){speaker_terms}) GROUP BY term) AS asked), "
         f"EXISTS (SELECT 1 FROM {PENDING} WHERE kind = %s), "
         f"(SELECT json_agg(json_build_array(id, label)) FROM {Scope._meta.db_table} "
-        f"WHERE id = ANY(%s)), {hnsw}",
+        f"WHERE id = ANY(%s)), {secret_columns}, {hnsw}",
         params,
     )
-    total, summed, speakers, found, pending, labels, _ = cursor.fetchone()
-    df: Counter = Counter()
-    known: set[str] = set()
-    for term, count in found or []:
-        known.add(term)
-        if count:
-            df[term] += count
+    total, summed, speakers, found, pending, labels, secrets, secret_df, _ = cursor.fetchone()
+    df: Counter = Counter({term: int(count) for term, count in found or []})
+    if secrets:
+        total -= secrets[0]
+        summed -= secrets[1]
+        df.subtract({term: int(count) for term, count in secret_df or []})
     return (
         int(total),
         float(summed),
-        df,
-        known,
+        +df,
         set(speakers or []),
         {int(pk): label for pk, label in labels or []},
         bool(pending),
@@ -995,9 +1061,11 @@ def native_view(
     model_id: str | None,
     dim: int,
     extra_terms: Sequence[str] = (),
+    exclude_secret: bool = False,
 ) -> SearchIndex:
     """The candidate rows for `query` in `scope_ids`, as an index the ranking code reads, with the
-    postings and document frequencies of `extra_terms` (a query's expansion words) as well.
+    postings and document frequencies of `extra_terms` (a query's expansion words) as well, and
+    statistics without secret memories with `exclude_secret`.
 
     Two statements: the collection statistics (`_stats`), then the candidates and their rows in
     one statement with a CTE per candidate source. The rows carry what the ranking would otherwise
@@ -1016,25 +1084,21 @@ def native_view(
     pgvector = capabilities()["vector"] and vector is not None and bool(dim)
     asked = list(dict.fromkeys(query_terms + literal_terms + list(extra_terms)))
     with connection.cursor() as cursor:
-        stats = _stats(
+        read_stats = partial(
+            _stats,
             cursor,
             kind=kind,
             asked=asked,
             query_terms=query_terms,
             scope_ids=scope_ids,
             pgvector=pgvector,
+            exclude_secret=exclude_secret,
         )
+        stats = read_stats()
         if stats[-1] and _search_apply(kind):
-            stats = _stats(
-                cursor,
-                kind=kind,
-                asked=asked,
-                query_terms=query_terms,
-                scope_ids=scope_ids,
-                pgvector=pgvector,
-            )
-        total, summed, df, known, speakers, labels, _ = stats
-        terms = _terms_resolve(query_terms, known, speakers)
+            stats = read_stats()
+        total, summed, df, speakers, labels, _ = stats
+        terms = _terms_resolve(query_terms, df, speakers)
         lookup = list(dict.fromkeys(terms + literal_terms + list(extra_terms)))
         average = summed / total if total else 0.0
         exact = total <= settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS
@@ -1209,7 +1273,6 @@ def native_view(
         total=total,
         average=average,
         df=df,
-        known=known,
         speakers=speakers,
         labels=labels,
     )
@@ -1335,7 +1398,6 @@ class _View:
         total,
         average,
         df,
-        known,
         speakers,
         labels,
     ) -> None:
@@ -1344,8 +1406,8 @@ class _View:
         self.total = total
         self.average = average
         self.df = df
-        self.known = known
-        self.speaker_terms = speakers
+        # The names of who spoke in the view's scopes that the query could be asking about.
+        self.speakers = speakers
         self.held_labels = labels
         self.held_literals = {
             literal: {row[0] for row in rows if row[6][position]}
@@ -1424,7 +1486,7 @@ class _View:
                 vectors[position] = vector
         return vectors
 
-    def narrow(self, *, query, scope_ids, vector, extra_terms=()):
+    def narrow(self, *, query, scope_ids, vector, extra_terms=(), exclude_secret=False):
         return self
 
     def bm25(self, terms: list[str], eligible: np.ndarray, stats_rows: np.ndarray) -> np.ndarray:
@@ -1459,8 +1521,13 @@ class _View:
                 ideal += float(np.log(1 + (self.total - df + 0.5) / (df + 0.5)))
         return ideal
 
-    def terms_resolve(self, terms: list[str]) -> list[str]:
-        return _terms_resolve(terms, self.known, self.speaker_terms)
+    def speakers_in(self, scope_ids: list[int]) -> set[str]:
+        return self.speakers
+
+    def terms_resolve(
+        self, terms: list[str], *, scope_ids: list[int], stats_rows: np.ndarray
+    ) -> list[str]:
+        return _terms_resolve(terms, self.df, self.speakers)
 
     def cosines(self, vector: np.ndarray) -> tuple[np.ndarray, bool]:
         return self._cosine.copy(), False

@@ -614,10 +614,14 @@ def _memory_rank(
             eligible &= _among(table["memory_type"], [TYPE_CODES[t] for t in memory_types])
         if layers:
             eligible &= _among(table["layer"], [LAYER_CODES[layer] for layer in layers])
+        # What the caller may see sets the BM25 statistics: a secret's words counted in them would
+        # move a plain key's scores with what the secret says (ask "x hunter2", compare with "x").
+        visible = in_scope
         if exclude_secret:
-            eligible &= ~table["secret"]
+            visible = in_scope & ~table["secret"]
             # Secrets the index does not know of yet, found when the rows were loaded.
-            eligible[[index.row_of[pk] for pk in withheld if pk in index.row_of]] = False
+            visible[[index.row_of[pk] for pk in withheld if pk in index.row_of]] = False
+            eligible &= visible
         excluded = None
         if exclude_ids:
             excluded = np.zeros(table.size, dtype=bool)
@@ -673,9 +677,13 @@ def _memory_rank(
         ranked = _rank(
             index=index,
             query=query,
-            terms=index.terms_resolve(text_terms(query)) if lexical else [],
+            terms=(
+                index.terms_resolve(text_terms(query), scope_ids=scope_ids, stats_rows=visible)
+                if lexical
+                else []
+            ),
             eligible=eligible,
-            stats_rows=in_scope,
+            stats_rows=visible,
             scope_ids=scope_ids,
             limit=limit,
             lexical=lexical,
@@ -744,7 +752,9 @@ def memory_search(
     calibration = calibration_get(index.model_id)
     # Embedding the query is the slowest step; it runs before taking the index lock.
     vector = _query_vector(query, index) if semantic else None
-    index = index.narrow(query=query, scope_ids=scope_ids, vector=vector)
+    index = index.narrow(
+        query=query, scope_ids=scope_ids, vector=vector, exclude_secret=exclude_secret
+    )
     withheld: set[int] = set()
     while True:
         ranked, ids, kinds = _memory_rank(
@@ -877,9 +887,13 @@ def turn_search(
         if session_ids is not None:
             eligible &= np.isin(table["session"], np.asarray(session_ids, dtype=np.int64))
 
-        terms = index.terms_resolve(text_terms(query))
+        terms = index.terms_resolve(text_terms(query), scope_ids=scope_ids, stats_rows=in_scope)
         expansions = expansion_choose(
-            index=index, candidates=candidates, terms=terms, stats_rows=in_scope
+            index=index,
+            candidates=candidates,
+            terms=terms,
+            stats_rows=in_scope,
+            speakers=index.speakers_in(scope_ids),
         )
         ranked = _rank(
             index=index,

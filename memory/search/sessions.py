@@ -110,7 +110,7 @@ def session_search(
         slot = np.full(table.size, -1, dtype=np.int64)
         slot[rows] = slot_of_row
 
-        terms = index.terms_resolve(text_terms(query))
+        terms = index.terms_resolve(text_terms(query), scope_ids=scope_ids, stats_rows=in_scope)
         lexical, term_tfs = _session_bm25(index, terms, rows, slot, count)
         turn_bm25 = index.bm25(terms, eligible, eligible)[rows]
 

@@ -499,6 +499,39 @@ def test_it_moves_stored_documents_between_tsvector_and_postings(
     assert memory_search(query="whale songs", scope_ids=[project_scope.pk])
 
 
+@pytest.mark.django_db(transaction=True)
+def test_it_files_speakers_names_under_the_scopes_they_spoke_in_and_back(
+    postgresql, project_scope, other_project_scope, django_capture_on_commit_callbacks
+):
+    """Migration 0019 rebuilds the speakers' names from the stored turns, each under its scope,
+    so a query is read against the names of its own scopes; reversed, one list of names again."""
+    for scope, speaker in ((project_scope, "Aqib"), (other_project_scope, "Zorro Vega")):
+        session = session_start(runtime="test", external_id=speaker, scope_id=scope.pk)
+        with django_capture_on_commit_callbacks(execute=True):
+            turns_record(
+                session_id=session.pk,
+                turns=[TurnInput(role="user", content="the ferry is late", speaker=speaker)],
+            )
+    postgres.native_sync("turn")
+    names = {
+        (project_scope.pk, *text_terms("Aqib")),
+        *((other_project_scope.pk, term) for term in text_terms("Zorro Vega")),
+    }
+
+    def stored(columns: str) -> set[tuple]:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT {columns} FROM {postgres.SPEAKERS}")
+            return set(cursor.fetchall())
+
+    assert stored("scope_id, term") == names
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes("memory")
+    executor.migrate([("memory", "0018_search_watch_secret")])
+    assert stored("term") == {(term,) for _, term in names}
+    MigrationExecutor(connection).migrate(latest)
+    assert stored("scope_id, term") == names
+
+
 def test_it_ranks_candidates_found_by_rare_terms_as_the_in_process_index_does(
     postgresql, settings, project_scope, write_narrative
 ):

@@ -257,7 +257,7 @@ def reference_memory_ranking(query, scope_id, limit, min_semantic=None, exclude_
         & (table["valid_from"] <= now)
         & (table["valid_to"] > now)
     )
-    terms = index.terms_resolve(text_terms(query))
+    terms = index.terms_resolve(text_terms(query), scope_ids=[scope_id], stats_rows=eligible)
     bm25 = index.bm25(terms, eligible, eligible)
     cosine, _ = index.cosines(embedder_get().embed_query(query))
     texts = {

@@ -202,10 +202,11 @@ def feedback_rank(spec: dict):
             stats = options["stats_rows"]
             total = int(stats.sum())
             query_terms = set(options["terms"])
+            speakers = index.speakers_in(options["scope_ids"])
             weights: dict[str, float] = {}
             for pk in ids:
                 for term in set(text_terms(texts.get(pk, ""))):
-                    if term in query_terms or term in index.speaker_terms:
+                    if term in query_terms or term in speakers:
                         continue
                     posting = index.postings.get(term)
                     df = int(stats[posting[0]].sum()) if posting is not None else 0
