@@ -488,15 +488,20 @@ def t4_select(
     picked: dict[int, Memory] = {}
     per_keyword = settings.TIDELINE_T4_PER_KEYWORD
     for keyword in keywords_extract(text=query, limit=settings.TIDELINE_T4_KEYWORDS):
+        # Secrets are left out inside the ranking: the 50 are then all memories the block may show,
+        # matched on statistics that do not count a secret's words.
         hits = memory_search(
-            query=keyword, scope_ids=scope_ids, limit=50, lexical=True, semantic=False
+            query=keyword,
+            scope_ids=scope_ids,
+            limit=50,
+            lexical=True,
+            semantic=False,
+            exclude_secret=True,
         )
         candidates = [
             hit.memory
             for hit in hits
-            if hit.memory.pk not in picked
-            and hit.memory.pk not in exclude_ids
-            and not hit.memory.secret
+            if hit.memory.pk not in picked and hit.memory.pk not in exclude_ids
         ]
         candidates.sort(key=_rank_weight, reverse=True)
         for memory in candidates[:per_keyword]:

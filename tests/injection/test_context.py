@@ -1,4 +1,5 @@
 from datetime import timedelta
+from itertools import product
 
 import pytest
 from django.utils import timezone
@@ -284,6 +285,17 @@ def test_it_falls_back_to_keywords_ordered_by_weight(project):
 
     expected = [pk for _, pk in sorted(ids, reverse=True)[:5]]
     assert [item.memory_id for item in items] == expected
+
+
+def test_it_fills_the_keyword_fallback_past_secret_matches(project):
+    # Sixty short secrets match "vault" better than the one memory the block may show.
+    for word in ("".join(letters) for letters in product("bdgkmp", "aeiou", "lx")):
+        narrative_seed(project, f"vault {word}", secret=True)
+    kept = narrative_seed(project, "the vault rota for the long weekend shifts")
+
+    items = t4_select(query="vault", scope_ids=_ids(project), labels={}, exclude_ids=set())
+
+    assert [item.memory_id for item in items] == [kept.pk]
 
 
 def test_it_extracts_two_character_cjk_keywords():
