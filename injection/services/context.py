@@ -26,7 +26,6 @@ from memory.models import (
     MemoryStatus,
     MemoryType,
     Narrative,
-    Profile,
     Scope,
     SelfConcept,
     SelfConceptField,
@@ -37,6 +36,7 @@ from memory.models import (
     ThreadStatus,
 )
 from memory.search import memory_search
+from memory.selectors.visibility import LOCAL_AGENT, profiles_visible
 from memory.services.attention import memories_activate
 from memory.services.bounds import text_bounded
 from memory.services.weights import salience_sql
@@ -327,9 +327,9 @@ def t3_select(*, scope_ids: list[int], labels: dict[int, str]) -> list[Item]:
     for cluster in clusters[: settings.TIDELINE_T3_CLUSTERS]:
         items.append(Item(text=cluster_line(cluster), kind="topic"))
     profiles = list(
-        Profile.objects.filter(scope_id__in=scope_ids).order_by("-pinned", "-updated_at", "pk")[
-            : settings.TIDELINE_T3_PROFILES
-        ]
+        profiles_visible(principal=LOCAL_AGENT, scope_ids=scope_ids).order_by(
+            "-pinned", "-updated_at", "pk"
+        )[: settings.TIDELINE_T3_PROFILES]
     )
     facts: dict[int, list[Fact]] = {}
     current = Fact.objects.filter(_live(), memory_type=MemoryType.FACT, profile__in=profiles)

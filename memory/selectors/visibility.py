@@ -9,7 +9,7 @@ LLM. Everything is fail-closed: an unknown or unheld scope is simply not in the 
 
 from dataclasses import dataclass
 
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 
 from memory.models import (
     Actor,
@@ -126,7 +126,13 @@ def facts_visible(*, principal: Principal, scope_ids: list[int]) -> QuerySet[Fac
 
 
 def profiles_visible(*, principal: Principal, scope_ids: list[int]) -> QuerySet[Profile]:
-    return Profile.objects.filter(scope_id__in=scope_ids)
+    """Profiles of `scope_ids`. A profile is made by the first fact written about it, so one whose
+    facts are all secret is itself withheld from a principal who may not see secrets: its name
+    would say that such a fact exists, and about whom."""
+    rows = Profile.objects.filter(scope_id__in=scope_ids)
+    if principal.sees_secrets:
+        return rows
+    return rows.filter(Exists(Fact.objects.filter(profile_id=OuterRef("pk"), secret=False)))
 
 
 def turns_visible(*, principal: Principal, scope_ids: list[int]) -> QuerySet[ContextTurn]:

@@ -230,6 +230,27 @@ def test_it_shows_pinned_profiles_in_full_and_others_on_one_short_line(project, 
     assert len(items["profile"].text) <= settings.TIDELINE_T3_PROFILE_LINE_CHARS
 
 
+def test_it_leaves_out_a_profile_known_only_from_secret_facts(project):
+    from memory.services.facts import FactInput, fact_write
+
+    for profile_name, secret in [("Mika", False), ("Dr Vance", True)]:
+        fact_write(
+            data=FactInput(
+                scope_id=project.pk,
+                profile_name=profile_name,
+                kind="fact",
+                predicate="seen_on",
+                value="tuesdays",
+                secret=secret,
+            )
+        )
+
+    lines = [item.text for item in t3_select(scope_ids=_ids(project), labels={})]
+
+    assert any(line.startswith("Mika") for line in lines)
+    assert not any("Vance" in line for line in lines)
+
+
 def test_it_prefetches_t1_above_the_cosine_floor_top_five(project):
     query = "how should the archive manager resolve symlinks"
     q = query_vector(query)

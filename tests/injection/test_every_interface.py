@@ -6,6 +6,7 @@ entry point is missing from it, so a new endpoint cannot ship without its cases.
 run for real against project A (data, secrets) with a key bound to project B.
 """
 
+import re
 from types import SimpleNamespace
 
 import anyio
@@ -17,9 +18,12 @@ from injection.mcp_server import mcp_server_build
 from injection.mcp_tools import TOOLS
 from injection.services.access import apikey_authenticate, apikey_create
 from memory.models import ScopeKind
+from memory.services.facts import FactInput, fact_write
+from memory.services.narratives import NarrativeInput, narrative_write
 from memory.services.scopes import scope_global, scope_resolve
 from memory.services.threads import snapshot_write, thread_write
 from tests.injection.interfaces import (
+    COMMON_WORDS,
     MCP_TOOLS,
     OPERATIONS,
     REST_ROUTES,
@@ -278,6 +282,72 @@ def test_it_never_answers_a_secret_to_the_local_stdio_agent(world, mcp, tool, op
         answer = mcp.call(tool, OPERATIONS[operation].build(aim), principal=None)
         assert answer.status < 500, answer.text
         assert not any(token in answer.text for token in world.secret_tokens), answer.text[:500]
+
+
+READ_REST_CASES = [(route, op) for route, op in REST_CASES if not OPERATIONS[op].writes]
+READ_MCP_CASES = [(tool, op) for tool, op in MCP_CASES if not OPERATIONS[op].writes]
+
+
+# Reading a memory counts an activation, so a second read of the same memory says one more.
+ACTIVATIONS = re.compile(r'"activation_count": \d+')
+
+
+def _settled(text: str) -> str:
+    return ACTIVATIONS.sub('"activation_count": n', text)
+
+
+def _check_blind_to_secrets(world: World, operation: str, call) -> None:
+    """Key B at home answers as if its secrets were not stored: nothing read off them (a score,
+    a count, a name) changes when more are written."""
+    for number, text in enumerate(["harbour ledger audit", "ledger of the harbour fees"]):
+        narrative_write(data=NarrativeInput(gesture=text, scope_id=world.scope_b.pk))
+        fact_write(
+            data=FactInput(
+                scope_id=world.scope_b.pk,
+                profile_name="user",
+                kind="fact",
+                predicate=f"harbour_{number}",
+                value=text,
+            )
+        )
+    calls = [OPERATIONS[operation].build(aim) for aim in _aims_at_b(world, operation)]
+    before = [call(arguments) for arguments in calls]
+    for number in range(5):
+        narrative_write(
+            data=NarrativeInput(
+                gesture=f"{COMMON_WORDS} vault {number}",
+                scope_id=world.scope_b.pk,
+                tags=["harbour", "vault"],
+                secret=True,
+            )
+        )
+    fact_write(
+        data=FactInput(
+            scope_id=world.scope_b.pk,
+            profile_name="vault keeper",
+            kind="fact",
+            predicate="vault_code",
+            value=COMMON_WORDS,
+            secret=True,
+        )
+    )
+    after = [call(arguments) for arguments in calls]
+    assert all(answer.status < 500 for answer in before), [a.text for a in before]
+    assert [_settled(answer.text) for answer in after] == [
+        _settled(answer.text) for answer in before
+    ]
+
+
+@pytest.mark.parametrize(
+    ("route", "operation"), READ_REST_CASES, ids=[" ".join(r) for r, _ in READ_REST_CASES]
+)
+def test_it_answers_as_if_no_secret_were_stored_over_rest(world, route, operation):
+    _check_blind_to_secrets(world, operation, _rest(world, route))
+
+
+@pytest.mark.parametrize(("tool", "operation"), READ_MCP_CASES, ids=[t for t, _ in READ_MCP_CASES])
+def test_it_answers_as_if_no_secret_were_stored_over_mcp(world, mcp, tool, operation):
+    _check_blind_to_secrets(world, operation, _mcp(world, mcp, tool))
 
 
 @pytest.mark.parametrize(
