@@ -23,6 +23,7 @@ from dream.models import (
     TopicClusterMember,
 )
 from memory.models import AttentionEvent, MemoryStatus, Narrative
+from memory.selectors.visibility import LOCAL_AGENT, OWNER, profiles_visible
 from memory.services.embedding import vector_from_bytes, vectors_normalise
 
 EXAMPLES_PER_CLUSTER = 2
@@ -193,10 +194,11 @@ def soft_clusters_read(*, scope_ids: list[int], include_secret: bool = False) ->
     ]
 
 
-def entity_graph_read(*, scope_ids: list[int]) -> dict:
+def entity_graph_read(*, scope_ids: list[int], include_secret: bool = False) -> dict:
     """The entity co-occurrence graph over `scope_ids` (built per scope from non-secret memories),
     merged by name: {"nodes": [{"name", "mentions", "roles", "profile_id"}], "edges": [{"a", "b",
-    "cooccurrence", "role_pairs": [{"a_roles", "b_roles", "count"}]}]}."""
+    "cooccurrence", "role_pairs": [{"a_roles", "b_roles", "count"}]}]}. A node links its profile
+    only when the caller may see that profile (one known only from secret facts is withheld)."""
     nodes: dict[str, dict] = {}
     for node in EntityNode.objects.filter(scope_id__in=scope_ids).order_by("name", "scope_id"):
         entry = nodes.setdefault(
@@ -207,6 +209,16 @@ def entity_graph_read(*, scope_ids: list[int]) -> dict:
         for role, count in node.roles.items():
             entry["roles"][role] = entry["roles"].get(role, 0) + count
         entry["profile_id"] = entry["profile_id"] or node.profile_id
+    principal = OWNER if include_secret else LOCAL_AGENT
+    linked = {entry["profile_id"] for entry in nodes.values()} - {None}
+    shown = set(
+        profiles_visible(principal=principal, scope_ids=scope_ids)
+        .filter(pk__in=linked)
+        .values_list("pk", flat=True)
+    )
+    for entry in nodes.values():
+        if entry["profile_id"] not in shown:
+            entry["profile_id"] = None
     edges: dict[tuple[str, str], dict] = {}
     for edge in EntityEdge.objects.filter(
         scope_id__in=scope_ids, node_a__scope_id__in=scope_ids, node_b__scope_id__in=scope_ids

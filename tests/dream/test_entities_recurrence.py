@@ -6,6 +6,30 @@ from memory.models import AuditEvent, Narrative
 from memory.services.facts import FactInput, fact_write
 
 
+def test_it_links_a_profile_known_only_from_secret_facts_for_the_owner_only(
+    project_scope, write_narrative
+):
+    write_narrative(project_scope, "Vance reviewed the plan", entities_role="Vance=审查")
+    fact_write(
+        data=FactInput(
+            scope_id=project_scope.pk,
+            profile_name="Vance",
+            kind="fact",
+            predicate="treats",
+            value="insomnia",
+            secret=True,
+        )
+    )
+    entity_graph_rebuild()
+
+    def linked(**read) -> object:
+        (node,) = entity_graph_read(scope_ids=[project_scope.pk], **read)["nodes"]
+        return node["profile_id"]
+
+    assert linked() is None
+    assert linked(include_secret=True) is not None
+
+
 def test_it_parses_entities_role():
     assert entities_role_parse("A=判断+执行; B=审查") == [("A", ["判断", "执行"]), ("B", ["审查"])]
     assert entities_role_parse("照照＝审查；甜心") == [("照照", ["审查"]), ("甜心", [])]
