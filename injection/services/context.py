@@ -287,8 +287,10 @@ def t2b_select(
                 "memory_id", "turn_id"
             )
         )
+        # Only a narrative the agent may be shown picks the session: a secret one's weight would
+        # point at where it was said.
         heaviest = (
-            Narrative.objects.filter(pk__in=list(linked), status=MemoryStatus.ACTIVE)
+            Narrative.objects.filter(_live(), pk__in=list(linked))
             .order_by("-weight", "-recorded_at")
             .values_list("pk", flat=True)
             .first()

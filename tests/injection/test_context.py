@@ -166,6 +166,26 @@ def test_it_bridges_to_the_session_behind_the_heaviest_narrative(project):
     assert [item.text for item in items] == ["user: the important talk"]
 
 
+def test_it_bridges_by_the_heaviest_narrative_it_may_show(project):
+    at = timezone.now() - timedelta(hours=3)
+    sessions = {name: _session(project, name) for name in ("confided", "planned", "latest")}
+    confided = _turns(sessions["confided"], ["what I told nobody"], at=at)
+    planned = _turns(sessions["planned"], ["the storage plan"], at=at + timedelta(minutes=5))
+    _turns(sessions["latest"], ["small talk later"], at=at + timedelta(hours=1))
+    secret = narrative_seed(project, "the thing I told nobody", secret=True)
+    evidence_link(memory=secret, turn_ids=[confided[0].pk])
+    evidence_link(
+        memory=narrative_seed(project, "chose the storage plan"), turn_ids=[planned[0].pk]
+    )
+    weights_set({secret: 0.95})
+
+    items = t2b_select(
+        scope_ids=_ids(project), labels={}, now=timezone.now(), exclude_session_id=None
+    )
+
+    assert [item.text for item in items] == ["user: the storage plan"]
+
+
 def test_it_clips_t2b_chunks(project, settings):
     session = _session(project, "long")
     _turns(session, ["x" * 1000], at=timezone.now() - timedelta(hours=1))
