@@ -22,6 +22,7 @@ from memory.services.facts import FactInput, fact_write
 from memory.services.narratives import NarrativeInput, narrative_write
 from memory.services.scopes import scope_global, scope_resolve
 from memory.services.threads import snapshot_write, thread_write
+from memory.services.timeline import TurnInput, session_start, turns_record
 from tests.injection.interfaces import (
     COMMON_WORDS,
     MCP_TOOLS,
@@ -298,9 +299,8 @@ def _settled(text: str) -> str:
     return ACTIVATIONS.sub('"activation_count": n', text)
 
 
-def _check_blind_to_secrets(world: World, operation: str, call) -> None:
-    """Key B at home answers as if its secrets were not stored: nothing read off them (a score,
-    a count, a name) changes when more are written."""
+def _home_data(world: World) -> None:
+    """What key B finds at home: memories, facts and a conversation that the reads answer with."""
     for number, text in enumerate(["harbour ledger audit", "ledger of the harbour fees"]):
         narrative_write(data=NarrativeInput(gesture=text, scope_id=world.scope_b.pk))
         fact_write(
@@ -312,8 +312,17 @@ def _check_blind_to_secrets(world: World, operation: str, call) -> None:
                 value=text,
             )
         )
-    calls = [OPERATIONS[operation].build(aim) for aim in _aims_at_b(world, operation)]
-    before = [call(arguments) for arguments in calls]
+    _conversation(world.scope_b, "beta-home", "Aqib", "the harbour ledger is audited on Fridays")
+
+
+def _conversation(scope, session_id: str, speaker: str, content: str) -> None:
+    session = session_start(runtime="test", external_id=session_id, scope_id=scope.pk)
+    turns_record(
+        session_id=session.pk, turns=[TurnInput(role="user", speaker=speaker, content=content)]
+    )
+
+
+def _more_secrets_at_home(world: World) -> None:
     for number in range(5):
         narrative_write(
             data=NarrativeInput(
@@ -333,6 +342,36 @@ def _check_blind_to_secrets(world: World, operation: str, call) -> None:
             secret=True,
         )
     )
+
+
+def _more_in_project_a(world: World) -> None:
+    for number in range(5):
+        narrative_write(
+            data=NarrativeInput(
+                gesture=f"{COMMON_WORDS} ferry {number}",
+                scope_id=world.scope_a.pk,
+                tags=["harbour"],
+            )
+        )
+        _conversation(world.scope_a, f"alpha-more-{number}", "Aqeeb", f"{COMMON_WORDS} Aqib")
+    fact_write(
+        data=FactInput(
+            scope_id=world.scope_a.pk,
+            profile_name="user",
+            kind="fact",
+            predicate="harbour_master",
+            value=COMMON_WORDS,
+        )
+    )
+
+
+def _check_unchanged_by(world: World, operation: str, call, more) -> None:
+    """Key B at home answers the same before and after `more` is written where it may not look:
+    nothing read off what it may not see (a score, a count, a name) changes."""
+    _home_data(world)
+    calls = [OPERATIONS[operation].build(aim) for aim in _aims_at_b(world, operation)]
+    before = [call(arguments) for arguments in calls]
+    more(world)
     after = [call(arguments) for arguments in calls]
     assert all(answer.status < 500 for answer in before), [a.text for a in before]
     assert [_settled(answer.text) for answer in after] == [
@@ -344,12 +383,24 @@ def _check_blind_to_secrets(world: World, operation: str, call) -> None:
     ("route", "operation"), READ_REST_CASES, ids=[" ".join(r) for r, _ in READ_REST_CASES]
 )
 def test_it_answers_as_if_no_secret_were_stored_over_rest(world, route, operation):
-    _check_blind_to_secrets(world, operation, _rest(world, route))
+    _check_unchanged_by(world, operation, _rest(world, route), _more_secrets_at_home)
 
 
 @pytest.mark.parametrize(("tool", "operation"), READ_MCP_CASES, ids=[t for t, _ in READ_MCP_CASES])
 def test_it_answers_as_if_no_secret_were_stored_over_mcp(world, mcp, tool, operation):
-    _check_blind_to_secrets(world, operation, _mcp(world, mcp, tool))
+    _check_unchanged_by(world, operation, _mcp(world, mcp, tool), _more_secrets_at_home)
+
+
+@pytest.mark.parametrize(
+    ("route", "operation"), READ_REST_CASES, ids=[" ".join(r) for r, _ in READ_REST_CASES]
+)
+def test_it_answers_as_if_project_a_held_nothing_more_over_rest(world, route, operation):
+    _check_unchanged_by(world, operation, _rest(world, route), _more_in_project_a)
+
+
+@pytest.mark.parametrize(("tool", "operation"), READ_MCP_CASES, ids=[t for t, _ in READ_MCP_CASES])
+def test_it_answers_as_if_project_a_held_nothing_more_over_mcp(world, mcp, tool, operation):
+    _check_unchanged_by(world, operation, _mcp(world, mcp, tool), _more_in_project_a)
 
 
 @pytest.mark.parametrize(
