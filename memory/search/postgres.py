@@ -946,15 +946,16 @@ def _stats(
     scope_ids: list[int],
     pgvector: bool,
     exclude_secret: bool = False,
-) -> tuple[int, float, Counter, set[str], dict[int, str], bool]:
+) -> tuple[int, float, Counter, set[str], dict[int, str], list[int], bool]:
     """Everything a view needs before its rows, in one statement: the scope set's documents and
     summed length, the document frequency of each asked term (and of each speaker's name of a
     similar length, for reading a misspelt name), the names among them of who spoke in the
-    scopes, the scope labels and whether writes are still queued. With `exclude_secret`, secret
-    memories are taken out of the statistics, as the in-process index leaves them out: a caller
-    who may not see them must not read their words off the scores. With pgvector it also sets the
-    HNSW scan parameters for the session, so the candidate statement needs no transaction of its
-    own."""
+    scopes, the scope labels, the secret documents withheld and whether writes are still queued.
+    With `exclude_secret`, secret memories are taken out of the statistics and their ids are
+    returned, so that they take no candidate's place either, as the in-process index leaves them
+    out: a caller who may not see them must not read their words off the scores or the rows. With
+    pgvector it also sets the HNSW scan parameters for the session, so the candidate statement
+    needs no transaction of its own."""
     hidden = kind == "memory" and exclude_secret
     params: list = [scope_ids] if hidden else []
     params += [kind, scope_ids, kind, scope_ids]
@@ -980,7 +981,8 @@ def _stats(
     secret_columns = "NULL, NULL"
     if hidden:
         secret_columns = (
-            "(SELECT json_build_array(count(*), coalesce(sum(length), 0)::float8) FROM hidden), "
+            "(SELECT json_build_array(count(*), coalesce(sum(length), 0)::float8, "
+            "coalesce(json_agg(id), '[]')) FROM hidden), "
             "(SELECT json_agg(json_build_array(term, n)) FROM (SELECT term, count(*) AS n "
             "FROM hidden, unnest(%s::text[]) AS term WHERE jsonb_exists(bag, term) "
             "GROUP BY term) AS held)"
@@ -996,7 +998,7 @@ def _stats(
         params.append(str(max(40, min(1000, count))))
     # The secret documents counted in the scopes' statistics (few; memory_secret_scope indexes them).
     with_hidden = (
-        f"WITH hidden AS (SELECT d.length, d.bag FROM {DOC_TABLES['memory']} d "
+        f"WITH hidden AS (SELECT d.id, d.length, d.bag FROM {DOC_TABLES['memory']} d "
         f"JOIN {SOURCE_TABLES['memory']} m ON m.id = d.id "
         "WHERE m.secret AND d.scope_id = ANY(%s)) "
         if hidden
@@ -1018,9 +1020,11 @@ def _stats(
     )
     total, summed, speakers, found, pending, labels, secrets, secret_df, _ = cursor.fetchone()
     df: Counter = Counter({term: int(count) for term, count in found or []})
+    withheld: list[int] = []
     if secrets:
         total -= secrets[0]
         summed -= secrets[1]
+        withheld = sorted(secrets[2])
         df.subtract({term: int(count) for term, count in secret_df or []})
     return (
         int(total),
@@ -1028,6 +1032,7 @@ def _stats(
         +df,
         set(speakers or []),
         {int(pk): label for pk, label in labels or []},
+        withheld,
         bool(pending),
     )
 
@@ -1097,7 +1102,7 @@ def native_view(
         stats = read_stats()
         if stats[-1] and _search_apply(kind):
             stats = read_stats()
-        total, summed, df, speakers, labels, _ = stats
+        total, summed, df, speakers, labels, withheld, _ = stats
         terms = _terms_resolve(query_terms, df, speakers)
         lookup = list(dict.fromkeys(terms + literal_terms + list(extra_terms)))
         average = summed / total if total else 0.0
@@ -1115,6 +1120,7 @@ def native_view(
                 total=total,
                 average=average,
                 b=getattr(settings, (TurnIndex if kind == "turn" else MemoryIndex).bm25_b_setting),
+                withheld=withheld,
             )
             if lexical is not None:
                 ctes.append(f"lexical AS ({lexical[0]})")
@@ -1128,11 +1134,13 @@ def native_view(
             for position, literal in enumerate(bare):
                 ctes.append(
                     f"literal_{position} AS (SELECT id FROM {source_table} "
-                    f"WHERE scope_id = ANY(%s) AND {text_column} ILIKE %s ORDER BY id LIMIT %s)"
+                    f"WHERE scope_id = ANY(%s) AND id <> ALL(%s::bigint[]) AND {text_column} ILIKE %s "
+                    "ORDER BY id LIMIT %s)"
                 )
                 sources.append(f"SELECT id FROM literal_{position}")
                 cte_params += [
                     scope_ids,
+                    withheld,
                     _like(literal),
                     settings.TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES,
                 ]
@@ -1145,13 +1153,20 @@ def native_view(
                     for name, probe, limit in (("near", vector, count), ("far", -vector, FARTHEST)):
                         ctes.append(
                             f"{name} AS (SELECT id FROM {table} WHERE dim = %s AND model = %s "
-                            f"AND scope_id = ANY(%s) ORDER BY embedding::vector({dim}) <=> "
-                            f"%s::vector({dim}) LIMIT %s)"
+                            f"AND scope_id = ANY(%s) AND id <> ALL(%s::bigint[]) "
+                            f"ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT %s)"
                         )
                         sources.append(f"SELECT id FROM {name}")
-                        cte_params += [dim, model_id, scope_ids, _vector_literal(probe), limit]
+                        cte_params += [
+                            dim,
+                            model_id,
+                            scope_ids,
+                            withheld,
+                            _vector_literal(probe),
+                            limit,
+                        ]
                 else:
-                    found = _matrix_candidates(kind, vector, scope_ids, model_id, dim)
+                    found = _matrix_candidates(kind, vector, scope_ids, model_id, dim, withheld)
                     cosines.update(found)
                     if found:
                         ctes.append("matrix AS (SELECT unnest(%s::bigint[]) AS id)")
@@ -1283,12 +1298,20 @@ def _vector_literal(vector: np.ndarray) -> str:
 
 
 def _lexical_candidates(
-    kind: str, terms: list[str], scope_ids: list[int], *, df, total: int, average: float, b: float
+    kind: str,
+    terms: list[str],
+    scope_ids: list[int],
+    *,
+    df,
+    total: int,
+    average: float,
+    b: float,
+    withheld: list[int],
 ) -> tuple[str, list] | None:
     """The statement (and its parameters) choosing the best
     TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES documents by BM25, computed in SQL over the term
-    postings with the same formula and statistics as the ranking; None when no query term is
-    stored.
+    postings with the same formula and statistics as the ranking, never one of `withheld` (the
+    secrets a caller may not see); None when no query term is stored.
 
     A term in more than COMMON_DF_SHARE of the documents (the "tl" of every ticket id tl-N) has
     that many postings to add up; when the query's rarer terms already find documents and the
@@ -1311,10 +1334,10 @@ def _lexical_candidates(
     cap = settings.TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES
     every_sql = (
         f"SELECT p.id, {score} AS score FROM {POSTINGS} p JOIN {weights} ON q.term = p.term "
-        "WHERE p.kind = %s AND p.scope_id = ANY(%s) GROUP BY p.id ORDER BY score DESC, p.id "
-        "LIMIT %s"
+        "WHERE p.kind = %s AND p.scope_id = ANY(%s) AND p.id <> ALL(%s::bigint[]) GROUP BY p.id "
+        "ORDER BY score DESC, p.id LIMIT %s"
     )
-    every_params = [*score_params, *weight_params, kind, scope_ids, cap]
+    every_params = [*score_params, *weight_params, kind, scope_ids, withheld, cap]
     rare = [term for term in unique if df[term] <= COMMON_DF_SHARE * total]
     common = [term for term in unique if term not in rare]
     if not (rare and common):
@@ -1326,12 +1349,12 @@ def _lexical_candidates(
         return f"SELECT id FROM ({every_sql}) AS scored", every_params
     rare_sql = (
         f"SELECT r.id, s.score FROM (SELECT DISTINCT id FROM {POSTINGS} WHERE kind = %s "
-        "AND term = ANY(%s) AND scope_id = ANY(%s)) AS r "
+        "AND term = ANY(%s) AND scope_id = ANY(%s) AND id <> ALL(%s::bigint[])) AS r "
         f"CROSS JOIN LATERAL (SELECT {score} AS score FROM {POSTINGS} p JOIN {weights} "
         "ON q.term = p.term WHERE p.kind = %s AND p.id = r.id) AS s "
         "ORDER BY s.score DESC, r.id LIMIT %s"
     )
-    rare_params = [kind, rare, scope_ids, *score_params, *weight_params, kind, cap]
+    rare_params = [kind, rare, scope_ids, withheld, *score_params, *weight_params, kind, cap]
     enough = "(SELECT %s <= %s * max(score) FROM rare)"
     return (
         f"WITH rare AS ({rare_sql}) SELECT id FROM rare WHERE coalesce({enough}, false) "
@@ -1350,12 +1373,19 @@ def _matrix_rows(index: VectorIndex, scope_ids: list[int]) -> np.ndarray:
 
 
 def _matrix_candidates(
-    kind: str, vector: np.ndarray, scope_ids: list[int], model_id: str | None, dim: int
+    kind: str,
+    vector: np.ndarray,
+    scope_ids: list[int],
+    model_id: str | None,
+    dim: int,
+    withheld: list[int],
 ) -> dict[int, float]:
-    """The fallback's nearest and farthest rows with their exact cosines."""
+    """The fallback's nearest and farthest rows with their exact cosines, never one of
+    `withheld`."""
     index = _vector_index(kind, model_id, dim, refresh=False)
     with index.lock:
         rows = _matrix_rows(index, scope_ids)
+        rows = rows[~np.isin(index.table["id"][rows], withheld)]
         if not len(rows):
             return {}
         cosine, _ = index.cosines(vector)

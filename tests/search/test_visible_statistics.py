@@ -51,6 +51,34 @@ def test_it_scores_a_search_without_secrets_as_if_they_were_not_stored(
     assert all(owner_scores[pk] != pytest.approx(score, abs=1e-4) for pk, score in scored(after))
 
 
+def test_it_lets_no_secret_take_a_candidates_place(project_scope, settings, write_narrative):
+    """PostgreSQL past its exact size ranks a few candidates per source (the best by BM25, the
+    nearest and farthest vectors): a secret must not take one of those places from a memory the
+    caller may see. The in-process index ranks every row, so there this holds by construction."""
+    from memory.search import postgres
+
+    settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = 0
+    settings.TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES = 2
+    settings.TIDELINE_SEARCH_POSTGRES_SEMANTIC_CANDIDATES = 1
+    postgres.FARTHEST, farthest = 1, postgres.FARTHEST
+    try:
+        for text in HARBOUR:
+            write_narrative(project_scope, text)
+        query = "harbour ferry"
+        before = memory_search(query=query, scope_ids=[project_scope.pk], exclude_secret=True)
+        for number in range(4):
+            secret = write_narrative(project_scope, f"harbour ferry {number}")
+            memory_set_secret(memory_id=secret.pk, secret=True)
+        after = memory_search(query=query, scope_ids=[project_scope.pk], exclude_secret=True)
+    finally:
+        postgres.FARTHEST = farthest
+    assert len(before) >= 2
+    assert [pk for pk, _ in scored(after)] == [pk for pk, _ in scored(before)]
+    assert [score for _, score in scored(after)] == pytest.approx(
+        [score for _, score in scored(before)], abs=1e-6
+    )
+
+
 @pytest.mark.parametrize("exact_rows", [2000, 0])
 def test_it_reads_a_misspelt_name_by_the_callers_scopes_only(
     project_scope, other_project_scope, settings, django_capture_on_commit_callbacks, exact_rows
