@@ -115,6 +115,9 @@ WRITES = {"INSERT", "UPDATE", "DELETE"}
 APPLY_SAVEPOINT = "tideline_search_apply"
 QUEUE_MISSING = (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn)
 FARTHEST = 50
+# Rows a caller may not see (secrets), left out of candidates. A hashed subplan: `<> ALL(array)`
+# compares each row with every id (14 s for 200k rows against 20k ids here, this 48 ms).
+NOT_WITHHELD = "NOT IN (SELECT unnest(%s::bigint[]))"
 COMMON_DF_SHARE = 0.1
 NEGLIGIBLE_SHARE = 0.01
 MEMORY_PENDING_WATCHED = "search_text, scope_id, embedding, embedding_model"
@@ -1134,7 +1137,7 @@ def native_view(
             for position, literal in enumerate(bare):
                 ctes.append(
                     f"literal_{position} AS (SELECT id FROM {source_table} "
-                    f"WHERE scope_id = ANY(%s) AND id <> ALL(%s::bigint[]) AND {text_column} ILIKE %s "
+                    f"WHERE scope_id = ANY(%s) AND id {NOT_WITHHELD} AND {text_column} ILIKE %s "
                     "ORDER BY id LIMIT %s)"
                 )
                 sources.append(f"SELECT id FROM literal_{position}")
@@ -1153,7 +1156,7 @@ def native_view(
                     for name, probe, limit in (("near", vector, count), ("far", -vector, FARTHEST)):
                         ctes.append(
                             f"{name} AS (SELECT id FROM {table} WHERE dim = %s AND model = %s "
-                            f"AND scope_id = ANY(%s) AND id <> ALL(%s::bigint[]) "
+                            f"AND scope_id = ANY(%s) AND id {NOT_WITHHELD} "
                             f"ORDER BY embedding::vector({dim}) <=> %s::vector({dim}) LIMIT %s)"
                         )
                         sources.append(f"SELECT id FROM {name}")
@@ -1334,7 +1337,7 @@ def _lexical_candidates(
     cap = settings.TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES
     every_sql = (
         f"SELECT p.id, {score} AS score FROM {POSTINGS} p JOIN {weights} ON q.term = p.term "
-        "WHERE p.kind = %s AND p.scope_id = ANY(%s) AND p.id <> ALL(%s::bigint[]) GROUP BY p.id "
+        f"WHERE p.kind = %s AND p.scope_id = ANY(%s) AND p.id {NOT_WITHHELD} GROUP BY p.id "
         "ORDER BY score DESC, p.id LIMIT %s"
     )
     every_params = [*score_params, *weight_params, kind, scope_ids, withheld, cap]
@@ -1349,7 +1352,7 @@ def _lexical_candidates(
         return f"SELECT id FROM ({every_sql}) AS scored", every_params
     rare_sql = (
         f"SELECT r.id, s.score FROM (SELECT DISTINCT id FROM {POSTINGS} WHERE kind = %s "
-        "AND term = ANY(%s) AND scope_id = ANY(%s) AND id <> ALL(%s::bigint[])) AS r "
+        f"AND term = ANY(%s) AND scope_id = ANY(%s) AND id {NOT_WITHHELD}) AS r "
         f"CROSS JOIN LATERAL (SELECT {score} AS score FROM {POSTINGS} p JOIN {weights} "
         "ON q.term = p.term WHERE p.kind = %s AND p.id = r.id) AS s "
         "ORDER BY s.score DESC, r.id LIMIT %s"
