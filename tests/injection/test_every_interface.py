@@ -379,28 +379,24 @@ def _check_unchanged_by(world: World, operation: str, call, more) -> None:
     ]
 
 
+# What key B may not see: more secrets at home, more of everything in project A.
+UNSEEN = pytest.mark.parametrize(
+    "more", [_more_secrets_at_home, _more_in_project_a], ids=["secrets", "project A"]
+)
+
+
+@UNSEEN
 @pytest.mark.parametrize(
     ("route", "operation"), READ_REST_CASES, ids=[" ".join(r) for r, _ in READ_REST_CASES]
 )
-def test_it_answers_as_if_no_secret_were_stored_over_rest(world, route, operation):
-    _check_unchanged_by(world, operation, _rest(world, route), _more_secrets_at_home)
+def test_it_answers_as_if_nothing_unseen_were_written_over_rest(world, route, operation, more):
+    _check_unchanged_by(world, operation, _rest(world, route), more)
 
 
+@UNSEEN
 @pytest.mark.parametrize(("tool", "operation"), READ_MCP_CASES, ids=[t for t, _ in READ_MCP_CASES])
-def test_it_answers_as_if_no_secret_were_stored_over_mcp(world, mcp, tool, operation):
-    _check_unchanged_by(world, operation, _mcp(world, mcp, tool), _more_secrets_at_home)
-
-
-@pytest.mark.parametrize(
-    ("route", "operation"), READ_REST_CASES, ids=[" ".join(r) for r, _ in READ_REST_CASES]
-)
-def test_it_answers_as_if_project_a_held_nothing_more_over_rest(world, route, operation):
-    _check_unchanged_by(world, operation, _rest(world, route), _more_in_project_a)
-
-
-@pytest.mark.parametrize(("tool", "operation"), READ_MCP_CASES, ids=[t for t, _ in READ_MCP_CASES])
-def test_it_answers_as_if_project_a_held_nothing_more_over_mcp(world, mcp, tool, operation):
-    _check_unchanged_by(world, operation, _mcp(world, mcp, tool), _more_in_project_a)
+def test_it_answers_as_if_nothing_unseen_were_written_over_mcp(world, mcp, tool, operation, more):
+    _check_unchanged_by(world, operation, _mcp(world, mcp, tool), more)
 
 
 @pytest.mark.parametrize(
