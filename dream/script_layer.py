@@ -716,17 +716,21 @@ def entity_graph_rebuild(*, dry_run: bool = False) -> dict:
 def recurrence_compute() -> dict[int, int]:
     """Narrative id → recurrence band from current tag frequencies within its own scope, with the
     write path's bands (number of other live narratives of the scope sharing at least one tag; no
-    tags → 3): another project's tags never raise this one's weights."""
-    scope_of = dict(
-        Narrative.objects.filter(status__in=LIVE_STATUSES).values_list("pk", "scope_id")
-    )
+    tags → 3): another project's tags never raise this one's weights, and a narrative an agent may
+    see counts only the sharers an agent may see (memory/services/narratives.py)."""
+    live = Narrative.objects.filter(status__in=LIVE_STATUSES)
+    scope_of = dict(live.values_list("pk", "scope_id"))
+    secret = set(live.filter(secret=True).values_list("pk", flat=True))
     tags_of: dict[int, list[str]] = defaultdict(list)
     holders: dict[tuple[int, str], set[int]] = defaultdict(set)
+    shown_holders: dict[tuple[int, str], set[int]] = defaultdict(set)
     for narrative_id, tag in NarrativeTag.objects.filter(
         narrative__status__in=LIVE_STATUSES
     ).values_list("narrative_id", "tag"):
         tags_of[narrative_id].append(tag)
         holders[(scope_of[narrative_id], tag)].add(narrative_id)
+        if narrative_id not in secret:
+            shown_holders[(scope_of[narrative_id], tag)].add(narrative_id)
     saturated = recurrence_band(10**6)
     result = {}
     for narrative_id, scope_id in scope_of.items():
@@ -734,7 +738,8 @@ def recurrence_compute() -> dict[int, int]:
         if not tags:
             result[narrative_id] = NO_TAGS_RECURRENCE
             continue
-        groups = [holders[(scope_id, tag)] for tag in tags]
+        counted = holders if narrative_id in secret else shown_holders
+        groups = [counted[(scope_id, tag)] for tag in tags]
         # Past 11 sharers the band is at its top: no need to build the whole union.
         if max(len(group) for group in groups) > 11:
             result[narrative_id] = saturated

@@ -7,9 +7,18 @@ why. Each call is one transaction with one audit row.
 from django.db import transaction
 from django.utils import timezone
 
-from memory.models import Actor, AuditAction, ExpiredBy, Memory, MemoryStatus
+from memory.models import (
+    Actor,
+    AuditAction,
+    ExpiredBy,
+    Memory,
+    MemoryStatus,
+    MemoryType,
+    Narrative,
+)
 from memory.services.audit import audit_record
 from memory.services.errors import Conflict, InvalidInput, NotFound
+from memory.services.narratives import narrative_reband
 from memory.services.races import atomic_retrying
 
 RESTORABLE = (MemoryStatus.EXPIRED, MemoryStatus.REJECTED, MemoryStatus.CANDIDATE)
@@ -155,13 +164,20 @@ def memory_set_secret(
         before = memory.secret
         memory.secret = secret
         memory.save(update_fields=["secret", "updated_at"])
+        after: dict = {"secret": secret}
+        if memory.memory_type == MemoryType.NARRATIVE and before != secret:
+            # A narrative an agent may see is weighed by what an agent may see: the flag moves
+            # this one between the two countings, and its tag siblings' counts with it.
+            after["rebanded"], after["normalised"] = narrative_reband(
+                narrative=Narrative.objects.get(pk=memory.pk)
+            )
         audit_record(
             actor=actor,
             action=AuditAction.UPDATE,
             target=memory,
             reason=reason or ("marked secret" if secret else "no longer secret"),
             before={"secret": before},
-            after={"secret": secret},
+            after=after,
             request_id=request_id,
         )
     return memory

@@ -127,14 +127,25 @@ def _live_sharing(
     )
 
 
-def _recurrence_for(tags: list[str], *, scope_id: int, exclude_id: int | None) -> int:
+def _recurrence_for(tags: list[str], *, scope_id: int, exclude_id: int | None, secret: bool) -> int:
+    """The recurrence band of a narrative with `tags`. One an agent may see counts only the
+    sharers an agent may see: a secret on the same topic would otherwise move its weight, and so
+    tell an agent that such a secret was written. A secret (the owner's alone) counts them all."""
     if not tags_normalise(tags):
         return NO_TAGS_RECURRENCE
-    return recurrence_band(_live_sharing(tags, scope_id=scope_id, exclude_id=exclude_id).count())
+    sharing = _live_sharing(tags, scope_id=scope_id, exclude_id=exclude_id)
+    if not secret:
+        sharing = sharing.filter(secret=False)
+    return recurrence_band(sharing.count())
 
 
 def narrative_recurrence(narrative: Narrative) -> int:
-    return _recurrence_for(narrative.tags, scope_id=narrative.scope_id, exclude_id=narrative.pk)
+    return _recurrence_for(
+        narrative.tags,
+        scope_id=narrative.scope_id,
+        exclude_id=narrative.pk,
+        secret=narrative.secret,
+    )
 
 
 def narrative_reweigh(narrative: Narrative) -> float:
@@ -144,6 +155,22 @@ def narrative_reweigh(narrative: Narrative) -> float:
         recurrence=narrative.recurrence,
         unresolved=narrative.unresolved,
     )
+
+
+def narrative_reband(*, narrative: Narrative) -> tuple[dict[int, list[float]], dict[int, float]]:
+    """Recompute the recurrence and weight of `narrative` and of every live narrative sharing a
+    tag with it, then anti-inflation in its scope: what a change of its secret flag calls for.
+    ({narrative id: [recurrence, weight]} re-banded, {narrative id: weight} normalised)."""
+    changed = _reband_siblings(narrative)
+    recurrence = narrative_recurrence(narrative)
+    if recurrence != narrative.recurrence:
+        narrative.recurrence = recurrence
+        narrative.weight = narrative_reweigh(narrative) if narrative.weighted else narrative.weight
+        Narrative.objects.filter(pk=narrative.pk).update(
+            recurrence=recurrence, weight=narrative.weight, updated_at=timezone.now()
+        )
+        changed[narrative.pk] = [recurrence, narrative.weight]
+    return changed, narratives_normalise_inflation(scope_id=narrative.scope_id)
 
 
 def _reband_siblings(narrative: Narrative) -> dict[int, list[float]]:
@@ -167,7 +194,8 @@ def _reband_siblings(narrative: Narrative) -> dict[int, list[float]]:
 def narratives_normalise_inflation(*, scope_id: int) -> dict[int, float]:
     """Anti-inflation within one scope: if its newest weighted narratives average above the
     ceiling, scale them so they average the target (one project's heavy day never scales down
-    another's weights). Returns {narrative id: new weight} for what changed."""
+    another's weights). Secrets neither count nor are scaled: a heavy secret would otherwise scale
+    down the weights an agent sees. Returns {narrative id: new weight} for what changed."""
     # The memory_type filter lets the memory_scope_type_recent index give the order: without it
     # every write sorted the scope's narratives (1.5 s per captured utterance at 100k).
     window = list(
@@ -176,6 +204,7 @@ def narratives_normalise_inflation(*, scope_id: int) -> dict[int, float]:
             memory_type=MemoryType.NARRATIVE,
             status__in=LIVE_STATUSES,
             weighted=True,
+            secret=False,
         )
         .order_by("-recorded_at", "-pk")
         .values_list("pk", "weight")[: settings.TIDELINE_WEIGHT_INFLATION_WINDOW]
@@ -379,7 +408,7 @@ def narrative_commit(
         narrative.status = MemoryStatus.ACTIVE
     live = narrative.status != MemoryStatus.REJECTED
     narrative.recurrence = (
-        _recurrence_for(tags, scope_id=narrative.scope_id, exclude_id=None)
+        _recurrence_for(tags, scope_id=narrative.scope_id, exclude_id=None, secret=narrative.secret)
         if live
         else NO_TAGS_RECURRENCE
     )

@@ -302,7 +302,9 @@ def _settled(text: str) -> str:
 def _home_data(world: World) -> None:
     """What key B finds at home: memories, facts and a conversation that the reads answer with."""
     for number, text in enumerate(["harbour ledger audit", "ledger of the harbour fees"]):
-        narrative_write(data=NarrativeInput(gesture=text, scope_id=world.scope_b.pk))
+        narrative_write(
+            data=NarrativeInput(gesture=text, scope_id=world.scope_b.pk, tags=["harbour"])
+        )
         fact_write(
             data=FactInput(
                 scope_id=world.scope_b.pk,

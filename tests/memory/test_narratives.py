@@ -2,9 +2,11 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from dream.script_layer import recurrence_compute
 from memory.models import AuditEvent, Evidence, MemoryStatus, Narrative
 from memory.services.consolidation import merge_window
 from memory.services.errors import InvalidInput
+from memory.services.lifecycle import memory_set_secret
 from memory.services.narratives import (
     NarrativeInput,
     narrative_write,
@@ -48,6 +50,35 @@ def test_it_computes_recurrence_from_shared_tags_and_rebands_siblings(global_sco
     first.refresh_from_db()
     assert first.recurrence == 3  # four siblings → band 3–5
     assert first.weight == pytest.approx((3 * 0.35 + 3 * 0.25 + 3 * 0.25 + 3 * 0.15) / 5)
+
+
+def test_it_weighs_a_narrative_an_agent_may_see_by_what_an_agent_may_see(global_scope):
+    shown = write(global_scope, gesture="first about the boundary", tags=["边界"])
+    secrets = [
+        write(global_scope, gesture=f"secret boundary {index}", tags=["边界"], secret=True)
+        for index in range(3)
+    ]
+    shown.refresh_from_db()
+    assert (shown.recurrence, shown.weight) == (1, pytest.approx(0.5))
+    # The owner's own row counts every sharer: the shown one and the two other secrets.
+    assert Narrative.objects.get(pk=secrets[-1].pk).recurrence == 3
+
+    memory_set_secret(memory_id=secrets[0].pk, secret=False)
+    shown.refresh_from_db()
+    assert shown.recurrence == 2  # one sibling it may be shown with
+    assert Narrative.objects.get(pk=secrets[0].pk).recurrence == 2
+    # DREAM's nightly recount agrees with the write path.
+    assert recurrence_compute() == dict(Narrative.objects.values_list("pk", "recurrence"))
+
+
+def test_it_never_scales_a_shown_weight_down_for_heavy_secrets(global_scope):
+    for index in range(4):
+        write(global_scope, gesture=f"ordinary moment {index}")
+    heavy = {"importance": 5, "emotional": 5, "unresolved": 5, "secret": True}
+    for index in range(3):
+        write(global_scope, gesture=f"heavy secret {index}", **heavy)
+    shown = Narrative.objects.filter(secret=False).values_list("weight", flat=True)
+    assert list(shown) == pytest.approx([0.6] * 4)
 
 
 def test_it_links_evidence_to_the_turns_a_narrative_came_from(project_scope):
