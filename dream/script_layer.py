@@ -404,14 +404,18 @@ def soft_k(count: int) -> int:
     return min(count, max(5, int(np.sqrt(count) * 1.5)))
 
 
-def soft_assign(vectors: np.ndarray, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """k-means over L2-normalised vectors. Returns (centroids k×d, nearest centroid indexes N×m,
-    distances N×m) with m = min(3, k), nearest first."""
+def soft_assign(
+    vectors: np.ndarray, *, fit: np.ndarray | None = None, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """k-means over L2-normalised vectors, fitted on the rows `fit` selects (all by default) and
+    every row assigned. Returns (centroids k×d, nearest centroid indexes N×m, distances N×m) with
+    m = min(3, k), nearest first."""
     from sklearn.cluster import KMeans, MiniBatchKMeans
     from threadpoolctl import threadpool_limits
 
     count = len(vectors)
-    k = soft_k(count)
+    fitted = vectors if fit is None else vectors[fit]
+    k = soft_k(len(fitted))
     # Full Lloyd iterations stay cheap up to a few thousand vectors; past that mini-batches, seeded
     # by k-means++ over a small sample, keep a rebuild of tens of thousands of memories in seconds.
     if count <= settings.TIDELINE_DREAM_KMEANS_FULL_MAX:
@@ -423,12 +427,12 @@ def soft_assign(vectors: np.ndarray, *, seed: int = 0) -> tuple[np.ndarray, np.n
             random_state=seed,
             batch_size=4096,
             max_iter=20,
-            init_size=min(count, 3 * k),
+            init_size=min(len(fitted), 3 * k),
         )
     # Measured on the 2-core box: OpenMP and two BLAS pools fighting over the cores made 10k
     # vectors take 46 s instead of 7; a bounded pool keeps DREAM from starving the query path too.
     with threadpool_limits(limits=settings.TIDELINE_DREAM_THREADS):
-        model.fit(vectors)
+        model.fit(fitted)
         centroids = model.cluster_centers_.astype(np.float32)
         squared = (
             (vectors**2).sum(axis=1)[:, None]
@@ -451,24 +455,27 @@ def soft_assign(vectors: np.ndarray, *, seed: int = 0) -> tuple[np.ndarray, np.n
     )
 
 
-def _embedded_narratives() -> tuple[dict[int, tuple[list[int], np.ndarray]], str]:
-    """Per scope, the ids and vectors of its active embedded narratives, all from the store's most
-    used embedding model (vectors of two models never share a space)."""
+def _embedded_narratives() -> tuple[dict[int, tuple[list[int], np.ndarray, np.ndarray]], str]:
+    """Per scope, the ids, vectors and secret flags of its active embedded narratives, all from
+    the store's most used embedding model (vectors of two models never share a space)."""
     ready = _live_narratives().filter(embedding_status=EmbeddingStatus.READY)
     models = Counter(ready.values_list("embedding_model", flat=True))
     if not models:
         return {}, ""
     model_id = models.most_common(1)[0][0]
-    grouped: dict[int, tuple[list[int], list[np.ndarray]]] = defaultdict(lambda: ([], []))
-    for pk, scope_id, blob in ready.filter(embedding_model=model_id).values_list(
-        "pk", "scope_id", "embedding"
+    grouped: dict[int, tuple[list[int], list[np.ndarray], list[bool]]] = defaultdict(
+        lambda: ([], [], [])
+    )
+    for pk, scope_id, blob, secret in ready.filter(embedding_model=model_id).values_list(
+        "pk", "scope_id", "embedding", "secret"
     ):
         if blob:
             grouped[scope_id][0].append(pk)
             grouped[scope_id][1].append(vector_from_bytes(bytes(blob)))
+            grouped[scope_id][2].append(secret)
     return {
-        scope_id: (ids, vectors_normalise(np.vstack(vectors)))
-        for scope_id, (ids, vectors) in grouped.items()
+        scope_id: (ids, vectors_normalise(np.vstack(vectors)), np.asarray(secrets, dtype=bool))
+        for scope_id, (ids, vectors, secrets) in grouped.items()
     }, model_id
 
 
@@ -490,8 +497,11 @@ def _cluster_names(ids: list[int], nearest: np.ndarray, k: int) -> list[str]:
     return names
 
 
-def _soft_scope_plan(ids: list[int], vectors: np.ndarray) -> dict:
-    centroids, nearest, distances = soft_assign(vectors)
+def _soft_scope_plan(ids: list[int], vectors: np.ndarray, secret: np.ndarray) -> dict:
+    # The clusters are fitted on what an agent may see and every narrative is then placed in
+    # them: secrets fitted too would move k, the centroids and so the clusters an agent reads.
+    shown = ~secret
+    centroids, nearest, distances = soft_assign(vectors, fit=shown if shown.any() else None)
     pairs: Counter = Counter()
     for row in nearest:
         members = sorted(int(index) for index in row)
@@ -563,9 +573,9 @@ def soft_clusters_rebuild(*, dry_run: bool = False) -> dict:
         stored[scope_id].add((memory_id, index))
     stored_k = Counter(EmbeddingCluster.objects.values_list("scope_id", flat=True))
     plans, changed = {}, []
-    for scope_id, (ids, vectors) in sorted(by_scope.items()):
+    for scope_id, (ids, vectors, secret) in sorted(by_scope.items()):
         lease_heartbeat()
-        plan = _soft_scope_plan(ids, vectors)
+        plan = _soft_scope_plan(ids, vectors, secret)
         plans[scope_id] = plan
         if plan["memberships"] != stored.get(scope_id, set()) or stored_k.get(scope_id) != len(
             plan["centroids"]

@@ -123,3 +123,42 @@ def test_it_uses_k_equal_to_n_for_three_narratives(global_scope, write_narrative
 def test_it_assigns_fewer_than_three_when_k_is_below_three():
     centroids, nearest, _distances = soft_assign(np.eye(2, 8, dtype=np.float32))
     assert len(centroids) == 2 and nearest.shape == (2, 2)
+
+
+def layout(clusters: list[dict]) -> list[tuple]:
+    index_of = {cluster["id"]: cluster["index"] for cluster in clusters}
+    return [
+        (
+            cluster["index"],
+            cluster["name"],
+            cluster["member_ids"],
+            [(index_of[n["id"]], n["shared"]) for n in cluster["neighbours"]],
+        )
+        for cluster in clusters
+    ]
+
+
+def test_it_fits_the_clusters_an_agent_reads_on_what_an_agent_may_see(
+    global_scope, write_narrative
+):
+    shown = [write_narrative(global_scope, f"{TOPICS[i % 5]}, note number {i}") for i in range(20)]
+    memories_embed(memory_ids=[n.pk for n in shown])
+    soft_clusters_rebuild()
+    before = soft_clusters_read(scope_ids=[global_scope.pk])
+    secrets = [
+        write_narrative(global_scope, f"secret diary {i} about the sea", secret=True)
+        for i in range(30)
+    ]
+    memories_embed(memory_ids=[n.pk for n in secrets])
+    soft_clusters_rebuild()
+
+    after = soft_clusters_read(scope_ids=[global_scope.pk])
+    # A rebuild stores the clusters anew: they are compared by index, not by row id.
+    assert layout(after) == layout(before)
+    # The owner still finds every secret placed in the clusters.
+    placed = {
+        pk
+        for c in soft_clusters_read(scope_ids=[global_scope.pk], include_secret=True)
+        for pk in c["member_ids"]
+    }
+    assert {n.pk for n in secrets} <= placed
