@@ -527,23 +527,25 @@ def _soft_scope_store(scope_id: int, plan: dict, *, model_id: str, now) -> None:
     distances, k = plan["distances"], len(plan["centroids"])
     names = _cluster_names(ids, nearest, k)
     sizes = Counter(int(index) for index in nearest.ravel())
-    clusters = EmbeddingCluster.objects.bulk_create(
-        [
-            EmbeddingCluster(
-                scope_id=scope_id,
-                index=index,
-                name=names[index],
-                size=sizes.get(index, 0),
-                centroid=centroids[index].tobytes(),
-                embedding_model=model_id,
-                built_at=now,
-            )
-            for index in range(k)
-        ]
-    )
-    if clusters and clusters[0].pk is None:
-        clusters = list(EmbeddingCluster.objects.filter(scope_id=scope_id).order_by("index"))
-    pk_of = {cluster.index: cluster.pk for cluster in clusters}
+    # A cluster keeps its row (and id) from one rebuild to the next, updated in place: new ids
+    # after every rebuild would tell an agent that memberships moved, secret ones included.
+    kept = EmbeddingCluster.objects.filter(scope_id=scope_id)
+    EmbeddingClusterMember.objects.filter(cluster__in=kept).delete()
+    EmbeddingClusterAdjacency.objects.filter(cluster_a__in=kept).delete()
+    kept.filter(index__gte=k).delete()
+    for index in range(k):
+        EmbeddingCluster.objects.update_or_create(
+            scope_id=scope_id,
+            index=index,
+            defaults={
+                "name": names[index],
+                "size": sizes.get(index, 0),
+                "centroid": centroids[index].tobytes(),
+                "embedding_model": model_id,
+                "built_at": now,
+            },
+        )
+    pk_of = dict(kept.values_list("index", "pk"))
     _rows_insert(
         EmbeddingClusterMember,
         ["cluster_id", "memory_id", "rank", "distance"],
@@ -595,7 +597,7 @@ def soft_clusters_rebuild(*, dry_run: bool = False) -> dict:
         return stats
     now = timezone.now()
     with transaction.atomic():
-        EmbeddingCluster.objects.filter(scope_id__in=changed + gone).delete()
+        EmbeddingCluster.objects.filter(scope_id__in=gone).delete()
         for scope_id in changed:
             _soft_scope_store(scope_id, plans[scope_id], model_id=model_id, now=now)
         audit_record(

@@ -13,11 +13,13 @@ import anyio
 import pytest
 from django.test import Client
 
+from dream.script_layer import script_layer_run
 from injection.api import api
 from injection.mcp_server import mcp_server_build
 from injection.mcp_tools import TOOLS
 from injection.services.access import apikey_authenticate, apikey_create
-from memory.models import ScopeKind
+from memory.models import Memory, ScopeKind
+from memory.services.embedding import memories_embed
 from memory.services.facts import FactInput, fact_write
 from memory.services.narratives import NarrativeInput, narrative_write
 from memory.services.scopes import scope_global, scope_resolve
@@ -367,13 +369,22 @@ def _more_in_project_a(world: World) -> None:
     )
 
 
+def _dream() -> None:
+    """DREAM's deterministic layer over everything written so far, embeddings first: what derives
+    recurrence, topic and soft clusters and the entity graph between two reads."""
+    memories_embed(memory_ids=list(Memory.objects.values_list("pk", flat=True)))
+    script_layer_run()
+
+
 def _check_unchanged_by(world: World, operation: str, call, more) -> None:
     """Key B at home answers the same before and after `more` is written where it may not look:
     nothing read off what it may not see (a score, a count, a name) changes."""
     _home_data(world)
+    _dream()
     calls = [OPERATIONS[operation].build(aim) for aim in _aims_at_b(world, operation)]
     before = [call(arguments) for arguments in calls]
     more(world)
+    _dream()
     after = [call(arguments) for arguments in calls]
     assert all(answer.status < 500 for answer in before), [a.text for a in before]
     assert [_settled(answer.text) for answer in after] == [
