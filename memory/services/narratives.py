@@ -1,3 +1,4 @@
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -161,33 +162,31 @@ def narrative_reband(*, narrative: Narrative) -> tuple[dict[int, list[float]], d
     """Recompute the recurrence and weight of `narrative` and of every live narrative sharing a
     tag with it, then anti-inflation in its scope: what a change of its secret flag calls for.
     ({narrative id: [recurrence, weight]} re-banded, {narrative id: weight} normalised)."""
-    changed = _reband_siblings(narrative)
-    recurrence = narrative_recurrence(narrative)
-    if recurrence != narrative.recurrence:
+    siblings = _live_sharing(narrative.tags, scope_id=narrative.scope_id, exclude_id=narrative.pk)
+    changed = _reband([narrative, *siblings])
+    return changed, narratives_normalise_inflation(scope_id=narrative.scope_id)
+
+
+def _reband_siblings(narrative: Narrative) -> dict[int, list[float]]:
+    """Recompute recurrence and weight of every live narrative sharing a tag with `narrative`."""
+    return _reband(
+        _live_sharing(narrative.tags, scope_id=narrative.scope_id, exclude_id=narrative.pk)
+    )
+
+
+def _reband(narratives: Iterable[Narrative]) -> dict[int, list[float]]:
+    """Store each narrative's recurrence and weight where its band moved; {id: [band, weight]}."""
+    changed: dict[int, list[float]] = {}
+    for narrative in narratives:
+        recurrence = narrative_recurrence(narrative)
+        if recurrence == narrative.recurrence:
+            continue
         narrative.recurrence = recurrence
         narrative.weight = narrative_reweigh(narrative) if narrative.weighted else narrative.weight
         Narrative.objects.filter(pk=narrative.pk).update(
             recurrence=recurrence, weight=narrative.weight, updated_at=timezone.now()
         )
         changed[narrative.pk] = [recurrence, narrative.weight]
-    return changed, narratives_normalise_inflation(scope_id=narrative.scope_id)
-
-
-def _reband_siblings(narrative: Narrative) -> dict[int, list[float]]:
-    """Recompute recurrence and weight of every live narrative sharing a tag with `narrative`."""
-    changed: dict[int, list[float]] = {}
-    for sibling in _live_sharing(
-        narrative.tags, scope_id=narrative.scope_id, exclude_id=narrative.pk
-    ):
-        recurrence = narrative_recurrence(sibling)
-        if recurrence == sibling.recurrence:
-            continue
-        sibling.recurrence = recurrence
-        sibling.weight = narrative_reweigh(sibling) if sibling.weighted else sibling.weight
-        Narrative.objects.filter(pk=sibling.pk).update(
-            recurrence=recurrence, weight=sibling.weight, updated_at=timezone.now()
-        )
-        changed[sibling.pk] = [recurrence, sibling.weight]
     return changed
 
 

@@ -301,22 +301,21 @@ def _settled(text: str) -> str:
     return ACTIVATIONS.sub('"activation_count": n', text)
 
 
-def _home_data(world: World) -> None:
-    """What key B finds at home: memories, facts and a conversation that the reads answer with."""
-    for number, text in enumerate(["harbour ledger audit", "ledger of the harbour fees"]):
-        narrative_write(
-            data=NarrativeInput(gesture=text, scope_id=world.scope_b.pk, tags=["harbour"])
+def _narrative(scope, gesture: str, **fields) -> None:
+    narrative_write(data=NarrativeInput(gesture=gesture, scope_id=scope.pk, **fields))
+
+
+def _fact(scope, profile_name: str, predicate: str, value: str, **fields) -> None:
+    fact_write(
+        data=FactInput(
+            scope_id=scope.pk,
+            profile_name=profile_name,
+            kind="fact",
+            predicate=predicate,
+            value=value,
+            **fields,
         )
-        fact_write(
-            data=FactInput(
-                scope_id=world.scope_b.pk,
-                profile_name="user",
-                kind="fact",
-                predicate=f"harbour_{number}",
-                value=text,
-            )
-        )
-    _conversation(world.scope_b, "beta-home", "Aqib", "the harbour ledger is audited on Fridays")
+    )
 
 
 def _conversation(scope, session_id: str, speaker: str, content: str) -> None:
@@ -326,47 +325,27 @@ def _conversation(scope, session_id: str, speaker: str, content: str) -> None:
     )
 
 
+def _home_data(world: World) -> None:
+    """What key B finds at home: memories, facts and a conversation that the reads answer with."""
+    for number, text in enumerate(["harbour ledger audit", "ledger of the harbour fees"]):
+        _narrative(world.scope_b, text, tags=["harbour"])
+        _fact(world.scope_b, "user", f"harbour_{number}", text)
+    _conversation(world.scope_b, "beta-home", "Aqib", "the harbour ledger is audited on Fridays")
+
+
 def _more_secrets_at_home(world: World) -> None:
     for number in range(5):
-        narrative_write(
-            data=NarrativeInput(
-                gesture=f"{COMMON_WORDS} vault {number}",
-                scope_id=world.scope_b.pk,
-                tags=["harbour", "vault"],
-                secret=True,
-            )
+        _narrative(
+            world.scope_b, f"{COMMON_WORDS} vault {number}", tags=["harbour", "vault"], secret=True
         )
-    fact_write(
-        data=FactInput(
-            scope_id=world.scope_b.pk,
-            profile_name="vault keeper",
-            kind="fact",
-            predicate="vault_code",
-            value=COMMON_WORDS,
-            secret=True,
-        )
-    )
+    _fact(world.scope_b, "vault keeper", "vault_code", COMMON_WORDS, secret=True)
 
 
 def _more_in_project_a(world: World) -> None:
     for number in range(5):
-        narrative_write(
-            data=NarrativeInput(
-                gesture=f"{COMMON_WORDS} ferry {number}",
-                scope_id=world.scope_a.pk,
-                tags=["harbour"],
-            )
-        )
+        _narrative(world.scope_a, f"{COMMON_WORDS} ferry {number}", tags=["harbour"])
         _conversation(world.scope_a, f"alpha-more-{number}", "Aqeeb", f"{COMMON_WORDS} Aqib")
-    fact_write(
-        data=FactInput(
-            scope_id=world.scope_a.pk,
-            profile_name="user",
-            kind="fact",
-            predicate="harbour_master",
-            value=COMMON_WORDS,
-        )
-    )
+    _fact(world.scope_a, "user", "harbour_master", COMMON_WORDS)
 
 
 def _dream() -> None:
