@@ -642,7 +642,14 @@ def _combing_scope(*, day: date, scope: Scope, config: LLMConfig, outcome: Layer
         outcome.wrote("rescored", item["id"])
     for fact_input in plan["facts"]:
         try:
-            fact = fact_write(data=fact_input, actor=Actor.LLM, reason=f"{reason}: profile fact")
+            # The outcome goes to the owner, never back to the LLM, so a value it restates is
+            # compared with a secret current one too and leaves it secret.
+            fact = fact_write(
+                data=fact_input,
+                actor=Actor.LLM,
+                reason=f"{reason}: profile fact",
+                writer_sees_secrets=True,
+            )
         except InvalidInput as exc:
             outcome.rejected.append(f"fact {fact_input.predicate}: {exc}")
             continue

@@ -27,7 +27,7 @@ from memory.selectors.reads import (
     memory_evidence,
     profiles_with_facts,
 )
-from memory.selectors.visibility import memory_visible
+from memory.selectors.visibility import memory_links_hidden, memory_visible
 from memory.services import lifecycle
 from memory.services.attention import memories_activate
 from memory.services.attribution import fact_attribute, text_attribute
@@ -39,12 +39,22 @@ from memory.services.narratives import NarrativeInput, narrative_write
 NOT_STORED = WHERE_FIELDS | {"reason"}
 
 
-def _written(memory, *, why_scope: str = "") -> dict:
+def _presented(caller: Caller, memories: list) -> list[dict]:
+    hidden = memory_links_hidden(principal=caller.principal, memories=memories)
+    return [memory_as_dict(memory, hidden=hidden) for memory in memories]
+
+
+def _written(caller: Caller, memory, *, why_scope: str = "") -> dict:
     """A written memory, with what the write path decided about it and why, and why it landed
     in its scope."""
     context = audit_context_current()
-    decision = decision_made(request_id=context.request_id, memory=memory) if context else None
-    answer = {**memory_as_dict(memory), "decision": decision}
+    hidden = memory_links_hidden(principal=caller.principal, memories=[memory])
+    decision = (
+        decision_made(request_id=context.request_id, memory=memory, hidden=hidden)
+        if context
+        else None
+    )
+    answer = {**memory_as_dict(memory, hidden=hidden), "decision": decision}
     if why_scope:
         answer["scope_chosen"] = {"scope": memory.scope.label, "why": why_scope}
     return answer
@@ -69,8 +79,9 @@ def fact_create(*, caller: Caller, data: FactIn) -> dict:
         data=FactInput(scope_id=scope.pk, **data.model_dump(exclude=NOT_STORED)),
         actor=caller.principal.actor,
         reason=data.reason,
+        writer_sees_secrets=caller.principal.sees_secrets,
     )
-    return _written(fact, why_scope=why)
+    return _written(caller, fact, why_scope=why)
 
 
 @operation
@@ -86,8 +97,9 @@ def narrative_create(*, caller: Caller, data: NarrativeIn) -> dict:
         data=NarrativeInput(scope_id=scope.pk, **data.model_dump(exclude=NOT_STORED)),
         actor=caller.principal.actor,
         reason=data.reason,
+        writer_sees_secrets=caller.principal.sees_secrets,
     )
-    return _written(narrative, why_scope=why)
+    return _written(caller, narrative, why_scope=why)
 
 
 @operation
@@ -97,7 +109,10 @@ def memory_recall(*, caller: Caller, data: RecallIn, source: str) -> dict:
     memory = memory_visible(principal=caller.principal, memory_id=data.memory_id)
     evidence = memory_evidence(principal=caller.principal, memory=memory, limit=data.evidence_turns)
     memories_activate(memory_ids=[memory.pk], source=source)
-    return {**memory_as_dict(memory), "evidence": [turn_as_dict(turn) for turn in evidence]}
+    return {
+        **_presented(caller, [memory])[0],
+        "evidence": [turn_as_dict(turn) for turn in evidence],
+    }
 
 
 @operation
@@ -111,7 +126,7 @@ def memories_list(*, caller: Caller, data: ListIn) -> list[dict]:
         limit=data.limit,
         offset=data.offset,
     )
-    return [memory_as_dict(memory) for memory in rows]
+    return _presented(caller, list(rows))
 
 
 @operation
@@ -127,7 +142,7 @@ def memory_edit(*, caller: Caller, data: MemoryEditIn) -> dict:
         actor=caller.principal.actor,
         reason=data.reason,
     )
-    return _written(successor)
+    return _written(caller, successor)
 
 
 @operation
@@ -139,7 +154,7 @@ def memory_expire(*, caller: Caller, data: MemoryExpireIn) -> dict:
     expired = lifecycle.memory_expire(
         memory_id=data.memory_id, actor=caller.principal.actor, reason=data.reason
     )
-    return memory_as_dict(expired)
+    return _presented(caller, [expired])[0]
 
 
 @operation
@@ -155,15 +170,16 @@ def memories_search(*, caller: Caller, data: SearchIn, source: str) -> list[dict
         exclude_secret=not caller.principal.sees_secrets,
         activation_source=source,
     )
+    memories = _presented(caller, [hit.memory for hit in hits])
     return [
         {
-            "memory": memory_as_dict(hit.memory),
+            "memory": memory,
             "score": hit.score,
             "lexical": hit.lexical,
             "semantic": hit.semantic,
             "why": hit.why,
         }
-        for hit in hits
+        for hit, memory in zip(hits, memories, strict=True)
     ]
 
 

@@ -1,9 +1,11 @@
 """How operations hand results back: plain JSON-ready dicts, the same for REST and MCP."""
 
 from memory.models import ContextTurn, Fact, Memory, Narrative, SelfConcept, Snapshot, Thread
+from memory.services.timeline import session_external_id_given
 
 
-def memory_as_dict(memory: Memory) -> dict:
+def memory_as_dict(memory: Memory, *, hidden: frozenset[int] = frozenset()) -> dict:
+    """`hidden`: linked ids the caller may not read (memory_links_hidden), shown as no link."""
     child = memory.child
     data = {
         "id": memory.pk,
@@ -22,8 +24,8 @@ def memory_as_dict(memory: Memory) -> dict:
         "valid_from": memory.valid_from.isoformat(),
         "valid_to": memory.valid_to.isoformat() if memory.valid_to else None,
         "expired_by": memory.expired_by,
-        "supersedes": memory.supersedes_id,
-        "superseded_by": memory.superseded_by_id,
+        "supersedes": None if memory.supersedes_id in hidden else memory.supersedes_id,
+        "superseded_by": None if memory.superseded_by_id in hidden else memory.superseded_by_id,
         "activation_count": memory.activation_count,
         "embedding_status": memory.embedding_status,
     }
@@ -98,7 +100,7 @@ def turn_as_dict(turn: ContextTurn) -> dict:
 def session_as_dict(session) -> dict:
     return {
         "id": session.pk,
-        "external_id": session.external_id,
+        "external_id": session_external_id_given(session),
         "runtime": session.runtime,
         "scope_id": session.scope_id,
         "origin": session.origin,

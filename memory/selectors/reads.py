@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from memory.models import (
     AttentionEvent,
+    AuditAction,
     AuditEvent,
     ContextTurn,
     EmbeddingStatus,
@@ -205,9 +206,13 @@ def store_counts(*, principal: Principal, scope_ids: list[int]) -> dict:
     }
 
 
-def decision_made(*, request_id: str, memory: Memory) -> dict | None:
+def decision_made(
+    *, request_id: str, memory: Memory, hidden: frozenset[int] = frozenset()
+) -> dict | None:
     """What the write path decided about this memory in this request (inserted, merged, skipped,
-    invalidated, rejected, …) and why — read back from the audit log it was recorded in."""
+    invalidated, rejected, …) and why — read back from the audit log it was recorded in.
+    `hidden`: ids the caller may not read (memory_links_hidden); a value that replaced one of
+    them is told as inserted, what the caller would have been told had it never been written."""
     event = (
         AuditEvent.objects.filter(
             target_type__in=["memory", memory._meta.model_name],
@@ -219,4 +224,6 @@ def decision_made(*, request_id: str, memory: Memory) -> dict | None:
     )
     if event is None:
         return None
+    if event.action == AuditAction.INVALIDATE and (event.before or {}).get("id") in hidden:
+        return {"action": AuditAction.INSERT.value, "reason": event.reason}
     return {"action": event.action, "reason": event.reason}

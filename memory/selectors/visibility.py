@@ -7,6 +7,7 @@ by status or `as_of`). Secret memories are shown to the owner only: never to an 
 LLM. Everything is fail-closed: an unknown or unheld scope is simply not in the result.
 """
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db.models import Exists, OuterRef, QuerySet
@@ -118,6 +119,24 @@ def memory_visible(*, principal: Principal, memory_id: int) -> Memory:
     ):
         raise NotFound(f"unknown memory {memory_id}")
     return memory
+
+
+def memory_links_hidden(*, principal: Principal, memories: Iterable[Memory]) -> frozenset[int]:
+    """The ids these memories' supersede links point to that the principal may not read. A plain
+    value that replaced a secret one (or was replaced by one) keeps its link for the owner; an
+    agent sees no link, as if the secret had never been written. A chain stays in its scope, so
+    only secrecy can hide a link."""
+    if principal.sees_secrets:
+        return frozenset()
+    linked = {
+        pk
+        for memory in memories
+        for pk in (memory.supersedes_id, memory.superseded_by_id)
+        if pk is not None
+    }
+    if not linked:
+        return frozenset()
+    return frozenset(Memory.objects.filter(pk__in=linked, secret=True).values_list("pk", flat=True))
 
 
 def facts_visible(*, principal: Principal, scope_ids: list[int]) -> QuerySet[Fact]:

@@ -149,15 +149,20 @@ def candidate_embed(*, text: str) -> Embedded:
     return Embedded(vector=vector, model_id=embedder.model_id, text=text)
 
 
-def merge_window(*, scope_id: int, memory_type: str) -> QuerySet:
+def merge_window(*, scope_id: int, memory_type: str, secret: bool) -> QuerySet:
     """(pk, search_text, embedding, embedding_model) of the scope's newest
-    settings.TIDELINE_MERGE_WINDOW live, unpinned memories of this type, newest first. Read in
+    settings.TIDELINE_MERGE_WINDOW live, unpinned memories of this type and secrecy, newest
+    first. Read in
     order from the memory_scope_type_recent index: every write runs it, and sorting the scope's
     rows instead made a write cost O(scope size) (about 1 s per captured utterance at 10k
     narratives on SQLite under load, several at 100k)."""
     return (
         Memory.objects.filter(
-            scope_id=scope_id, memory_type=memory_type, status__in=LIVE_STATUSES, pinned=False
+            scope_id=scope_id,
+            memory_type=memory_type,
+            status__in=LIVE_STATUSES,
+            pinned=False,
+            secret=secret,
         )
         .order_by("-recorded_at", "-pk")
         .values_list("pk", "search_text", "embedding", "embedding_model")[
@@ -172,11 +177,12 @@ def near_duplicate_find(
     scope_id: int,
     text: str,
     embedded: Embedded | None,
+    secret: bool,
 ) -> Match | None:
-    """The live, unpinned memory of this type in this scope that the candidate duplicates, if any:
-    identical normalised text first, then the closest vector at or above the model's threshold
-    (among the scope's newest settings.TIDELINE_MERGE_WINDOW live memories)."""
-    window = list(merge_window(scope_id=scope_id, memory_type=memory_type))
+    """The live, unpinned memory of this type, scope and secrecy that the candidate duplicates, if
+    any: identical normalised text first, then the closest vector at or above the model's
+    threshold (among the scope's newest settings.TIDELINE_MERGE_WINDOW such memories)."""
+    window = list(merge_window(scope_id=scope_id, memory_type=memory_type, secret=secret))
     wanted = text_normalise(text)
     if wanted:
         for pk, search_text, _, _ in window:

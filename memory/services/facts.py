@@ -239,26 +239,38 @@ def _restated(
 
 
 def _pending_candidate(
-    *, scope_id: int, profile_id: int, predicate: str, value: str
+    *, scope_id: int, profile_id: int, predicate: str, value: str, include_secret: bool
 ) -> Fact | None:
     wanted = text_normalise(value)
-    for candidate in Fact.objects.filter(
+    candidates = Fact.objects.filter(
         scope_id=scope_id,
         profile_id=profile_id,
         predicate=predicate,
         status=MemoryStatus.CANDIDATE,
         pinned=False,
-    ).order_by("-recorded_at", "-pk"):
+    )
+    if not include_secret:
+        candidates = candidates.filter(secret=False)
+    for candidate in candidates.order_by("-recorded_at", "-pk"):
         if text_normalise(candidate.value) == wanted:
             return candidate
     return None
 
 
 def fact_commit(
-    *, prepared: PreparedFact, actor: str = Actor.AGENT, reason: str = "", request_id: str = ""
+    *,
+    prepared: PreparedFact,
+    actor: str = Actor.AGENT,
+    reason: str = "",
+    request_id: str = "",
+    writer_sees_secrets: bool = False,
 ) -> Fact:
     """Run the consolidation state machine for one prepared fact. The caller holds the
-    transaction (fact_write, or inbox_flush around a whole item)."""
+    transaction (fact_write, or inbox_flush around a whole item).
+
+    A writer who may not read secrets is answered as if none were stored: its value is never
+    compared with a secret current value or candidate (a "same value" answer would confirm a
+    guessed secret), so it supersedes a secret current row like any new value."""
     data, scope, value = prepared.data, prepared.scope, prepared.value
     now = timezone.now()
     valid_from = data.valid_from or now
@@ -305,7 +317,10 @@ def fact_commit(
     current = fact_current(scope_id=scope.pk, profile_id=profile.pk, predicate=data.predicate)
     if data.supersedes_id is not None and (current is None or current.pk != data.supersedes_id):
         raise Conflict(_edit_lost(edited_id=data.supersedes_id, current=current))
-    if current is not None and text_normalise(current.value) == text_normalise(value):
+    comparable = current is not None and (
+        writer_sees_secrets or not current.secret or current.pk == data.supersedes_id
+    )
+    if comparable and text_normalise(current.value) == text_normalise(value):
         decision, before, after = _restated(target=current, prepared=prepared, now=now)
         audit_record(
             actor=actor,
@@ -324,7 +339,11 @@ def fact_commit(
         return current
 
     pending = _pending_candidate(
-        scope_id=scope.pk, profile_id=profile.pk, predicate=data.predicate, value=value
+        scope_id=scope.pk,
+        profile_id=profile.pk,
+        predicate=data.predicate,
+        value=value,
+        include_secret=writer_sees_secrets,
     )
     if pending is not None:
         decision, before, after = _restated(
@@ -367,6 +386,9 @@ def fact_commit(
         _link(current, fact)
         touched.append(current)
     evidence_link(memory=fact, turn_ids=data.source_turn_ids)
+    # The reason is what the writer reads back; a secret it replaced unseen is not named there
+    # (before and after still record it for the owner).
+    named = before is not None and comparable
     audit_record(
         actor=actor,
         action=AuditAction.INVALIDATE if before else AuditAction.INSERT,
@@ -374,7 +396,7 @@ def fact_commit(
         reason=reason
         or (
             f"{data.predicate} changed; superseded #{current.pk}"
-            if before
+            if named
             else ("candidate: confidence below threshold" if candidate else "fact written")
         ),
         before=before,
@@ -391,7 +413,12 @@ def fact_commit(
 
 
 def fact_write(
-    *, data: FactInput, actor: str = Actor.AGENT, reason: str = "", request_id: str = ""
+    *,
+    data: FactInput,
+    actor: str = Actor.AGENT,
+    reason: str = "",
+    request_id: str = "",
+    writer_sees_secrets: bool = False,
 ) -> Fact:
     """Store a fact under its stable key (scope + profile + predicate), through the write gate and
     the consolidation state machine (see consolidation.py):
@@ -406,7 +433,13 @@ def fact_write(
     # Two first writers of one key both see no current row; the database lets one in and the
     # other runs again, now superseding the winner (last writer wins).
     return atomic_retrying(
-        lambda: fact_commit(prepared=prepared, actor=actor, reason=reason, request_id=request_id),
+        lambda: fact_commit(
+            prepared=prepared,
+            actor=actor,
+            reason=reason,
+            request_id=request_id,
+            writer_sees_secrets=writer_sees_secrets,
+        ),
         model=Memory,
         constraints=("memory_one_active_per_key", "memory_one_live_successor"),
         lost=f"{data.predicate} kept changing under this write; try again",
@@ -415,9 +448,12 @@ def fact_write(
 
 def _edit_lost(*, edited_id: int, current: Fact | None) -> str:
     state = Memory.objects.filter(pk=edited_id).values_list("status", flat=True).first()
-    now = f"#{current.pk} ({current.value})" if current is not None else "none"
+    # The editor may not read a secret successor, so the message names only a plain one.
+    if current is None or current.secret:
+        return f"fact #{edited_id} is {state or 'unknown'}, no longer current"
     return (
-        f"fact #{edited_id} is {state or 'unknown'}, no longer current; the current value is {now}"
+        f"fact #{edited_id} is {state or 'unknown'}, no longer current; the current value is "
+        f"#{current.pk} ({current.value})"
     )
 
 

@@ -562,8 +562,16 @@ def inbox_flush(
             memories = []
             for ready in prepared:
                 commit = fact_commit if isinstance(ready.data, FactInput) else narrative_commit
+                # A flush answers the owner only, so what it captures is compared with secrets
+                # too: a restated secret value stays secret instead of being replaced in plain.
                 memories.append(
-                    commit(prepared=ready, actor=judge, reason="", request_id=request_id)
+                    commit(
+                        prepared=ready,
+                        actor=judge,
+                        reason="",
+                        request_id=request_id,
+                        writer_sees_secrets=True,
+                    )
                 )
             decisions = [_decision(memory, audit_mark) for memory in memories]
             result = {

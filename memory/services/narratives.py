@@ -306,7 +306,8 @@ def narrative_prepare(*, data: NarrativeInput, use_llm: bool | None = None) -> P
 def edit_refused_message(memory: Memory) -> str:
     """Why an edit of `memory` cannot be written, naming its current state."""
     state = memory.status
-    if memory.superseded_by_id is not None:
+    # The editor may not read a secret successor, so the message names only a plain one.
+    if memory.superseded_by_id is not None and not memory.superseded_by.secret:
         state += f" by #{memory.superseded_by_id}; edit that version instead"
     elif memory.expired_by:
         state += f" ({memory.expired_by})"
@@ -331,12 +332,11 @@ def _merge(*, match: Match, prepared: PreparedNarrative, actor: str, reason: str
     before = {"status": target.status, "confidence": target.confidence}
     target.confidence = confidence_combine(target.confidence, data.confidence)
     target.importance = max(target.importance, data.importance or 3)
-    target.secret = target.secret or data.secret
     decision = Decision.MERGE
     if target.status == MemoryStatus.CANDIDATE and not is_candidate(target.confidence):
         target.status = MemoryStatus.ACTIVE
         decision = Decision.PROMOTE
-    target.save(update_fields=["confidence", "importance", "secret", "status", "updated_at"])
+    target.save(update_fields=["confidence", "importance", "status", "updated_at"])
     linked = evidence_link(memory=target, turn_ids=data.source_turn_ids)
     audit_record(
         actor=actor,
@@ -379,19 +379,25 @@ def narrative_commit(
     actor: str = Actor.AGENT,
     reason: str = "",
     request_id: str = "",
+    writer_sees_secrets: bool = False,
 ) -> Narrative:
     """Run the consolidation state machine for one prepared narrative: reject (stored with its
     reason), merge / promote into a near-duplicate, or insert with computed recurrence (siblings
     re-banded), the weight formula, anti-inflation, evidence links and one audit row. The caller
     holds the transaction (narrative_write, or inbox_flush around a whole item)."""
     data, tags = prepared.data, prepared.tags
-    # An edit replaces its original; it is never merged into some other memory instead.
-    if prepared.verdict.passed and data.supersedes_id is None:
+    # An edit replaces its original; it is never merged into some other memory instead. A write
+    # merges only into a memory of its own secrecy that its writer may read: a plain write never
+    # vanishes into a secret (nor answers with one), a secret write never hides a plain memory,
+    # and a writer who may not read secrets is never told that one like its own is stored.
+    comparable = not data.secret or writer_sees_secrets
+    if prepared.verdict.passed and data.supersedes_id is None and comparable:
         match = near_duplicate_find(
             memory_type=MemoryType.NARRATIVE,
             scope_id=prepared.scope.pk,
             text=prepared.embedded.text if prepared.embedded else data.gesture,
             embedded=prepared.embedded,
+            secret=data.secret,
         )
         if match is not None:
             return _merge(
@@ -466,7 +472,12 @@ def narrative_commit(
 
 
 def narrative_write(
-    *, data: NarrativeInput, actor: str = Actor.AGENT, reason: str = "", request_id: str = ""
+    *,
+    data: NarrativeInput,
+    actor: str = Actor.AGENT,
+    reason: str = "",
+    request_id: str = "",
+    writer_sees_secrets: bool = False,
 ) -> Narrative:
     """Store one narrative through the write gate and the consolidation state machine (see
     narrative_commit). Gate and embedding run before the transaction opens; everything that
@@ -474,7 +485,11 @@ def narrative_write(
     prepared = narrative_prepare(data=data)
     return atomic_retrying(
         lambda: narrative_commit(
-            prepared=prepared, actor=actor, reason=reason, request_id=request_id
+            prepared=prepared,
+            actor=actor,
+            reason=reason,
+            request_id=request_id,
+            writer_sees_secrets=writer_sees_secrets,
         ),
         model=Memory,
         constraints=("memory_one_live_successor",),

@@ -102,6 +102,15 @@ def segment_external_id(*, external_id: str, scope_id: int) -> str:
     return external_id[: 200 - len(suffix)] + suffix
 
 
+def session_external_id_given(session: Session) -> str:
+    """The id the runtime gave this session. A segment's stored id carries its scope as a suffix,
+    which would tell a caller that the same id is in use in another scope it may not read."""
+    suffix = f"@scope-{session.scope_id}"
+    if session.parent_id is not None and session.external_id.endswith(suffix):
+        return session.external_id[: -len(suffix)]
+    return session.external_id
+
+
 def _segment(session: Session, *, scope_id: int, cwd: str, actor: str) -> Session:
     """A session whose agent moved into another project goes on there as a linked segment: a
     session of that scope, child of the first, so each part is recorded and injected in its own

@@ -544,6 +544,9 @@ def test_it_follows_a_session_that_moves_into_another_project(
     first, second = here.json()["session"], there.json()["session"]
     assert first["scope_id"] == project.pk and second["scope_id"] == other_project.pk
     assert Session.objects.get(pk=second["id"]).parent_id == first["id"]
+    # The segment is answered under the id the runtime gave it, not the stored "moving@scope-N"
+    # that would tell the agent the id is in use in another scope.
+    assert first["external_id"] == second["external_id"] == "moving"
     assert set(
         ContextTurn.objects.filter(session_id=second["id"]).values_list("scope_id", flat=True)
     ) == {other_project.pk}
@@ -667,3 +670,23 @@ def test_it_drops_nul_characters_instead_of_failing_the_write(api, project, proj
     )
     assert turn.status_code == 200, turn.json()
     assert ContextTurn.objects.get(session__external_id="nul-1").content == "error: disk full"
+
+
+def test_it_shows_no_link_to_a_secret_that_replaced_a_value(api, project):
+    """The owner's history keeps the link; an agent reading the old plain value sees no
+    successor, as if the secret had never been written."""
+    fact = {
+        "scope_id": project.pk,
+        "profile_name": "user",
+        "kind": "fact",
+        "predicate": "door_code",
+    }
+    plain = _post(api, "/api/v1/facts", {**fact, "value": "1234"}).json()
+    secret = _post(api, "/api/v1/facts", {**fact, "value": "4821", "secret": True}).json()
+
+    listed = api.get(f"/api/v1/memories?scope_id={project.pk}&status=").json()
+    recalled = api.get(f"/api/v1/memories/{plain['id']}").json()
+
+    assert Memory.objects.get(pk=plain["id"]).superseded_by_id == secret["id"]
+    assert [(row["id"], row["superseded_by"]) for row in listed] == [(plain["id"], None)]
+    assert recalled["status"] == "superseded" and recalled["superseded_by"] is None

@@ -6,11 +6,13 @@ entry point is missing from it, so a new endpoint cannot ship without its cases.
 run for real against project A (data, secrets) with a key bound to project B.
 """
 
+import dataclasses
 import re
 from types import SimpleNamespace
 
 import anyio
 import pytest
+from django.db import transaction
 from django.test import Client
 
 from dream.script_layer import script_layer_run
@@ -147,7 +149,9 @@ def world(db, tmp_path) -> World:
         dir_a=str(dir_a),
         dir_b=str(dir_b),
         raw_b=raw_b,
+        a=a,
         b=b,
+        principal_a=apikey_authenticate(raw=raw_a),
         principal_b=apikey_authenticate(raw=raw_b),
         a_tokens={open_token, secret_token, fact_token, turn_token, thread_token, snapshot_token},
         secret_tokens={secret_token, fact_token, b_secret_token},
@@ -389,6 +393,116 @@ def test_it_answers_as_if_nothing_unseen_were_written_over_rest(world, route, op
 @pytest.mark.parametrize(("tool", "operation"), READ_MCP_CASES, ids=[t for t, _ in READ_MCP_CASES])
 def test_it_answers_as_if_nothing_unseen_were_written_over_mcp(world, mcp, tool, operation, more):
     _check_unchanged_by(world, operation, _mcp(world, mcp, tool), more)
+
+
+# Every write: its answer, and what it stores, are those of a store without the unseen twin.
+WRITE_REST_CASES = [(route, op) for route, op in REST_CASES if OPERATIONS[op].writes]
+WRITE_MCP_CASES = [(tool, op) for tool, op in MCP_CASES if OPERATIONS[op].writes]
+# Ids, times and audit references differ between two runs of the same write; what the write
+# decided, and every value it reports, must not.
+RUN_SPECIFIC = re.compile(
+    r'("(?:id|\w+_id|supersedes|superseded_by)": )\d+'
+    r'|("\w+_ids": )\[[\d,\s]*\]'
+    r"|#\d+"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:\+00:00|Z)?"
+)
+
+
+def _run_free(text: str) -> str:
+    return RUN_SPECIFIC.sub(
+        lambda match: f"{match.group(1) or match.group(2) or ''}n", _settled(text)
+    )
+
+
+def _home_target(world: World) -> Aim:
+    """A write at home: into key B's own project, on a memory and a thread it may change."""
+    narrative = narrative_write(
+        data=NarrativeInput(scope_id=world.scope_b.pk, gesture="harbour ledger audit")
+    )
+    thread = thread_write(scope_id=world.scope_b.pk, content="harbour ledger thread")
+    return Aim(
+        where={"scope_id": world.scope_b.pk},
+        token=token_new(),
+        session_id="beta-write",
+        memory_id=narrative.pk,
+        thread_id=thread.pk,
+    )
+
+
+def _forgotten(call, arguments: dict):
+    """The answer of a write that is then rolled back, so the same write can run again."""
+    with transaction.atomic():
+        answer = call(arguments)
+        transaction.set_rollback(True)
+    return answer
+
+
+def _check_write_unchanged_by(world: World, operation: str, call, twin) -> None:
+    """Key B's write at home answers the same with and without `twin` stored first where it may
+    not look: no merge into it, no conflict with it, no reference to it."""
+    aim = _home_target(world)
+    arguments = OPERATIONS[operation].build(aim)
+    alone = _forgotten(call, arguments)
+    twin(world, operation, aim)
+    beside = call(arguments)
+    assert alone.status < 500, alone.text
+    assert _run_free(beside.text) == _run_free(alone.text)
+
+
+def _secret_twin_at_home(world: World, operation: str, aim: Aim) -> None:
+    """The same write at home, marked secret (for the writes that take the flag)."""
+    route = next(route for route, op in REST_CASES if op == operation)
+    arguments = OPERATIONS[operation].build(dataclasses.replace(aim, secret=True))
+    assert rest_call(world.b, route, arguments).ok
+
+
+def _twin_in_project_a(world: World, operation: str, aim: Aim) -> None:
+    """The same write, with the same session, turn and text, by project A's key in project A."""
+    in_a = dataclasses.replace(
+        aim,
+        where={"scope_id": world.scope_a.pk},
+        memory_id=world.open_memory_id,
+        thread_id=world.thread_a_id,
+    )
+    arguments = OPERATIONS[operation].build(in_a)
+    route = next((route for route, op in REST_CASES if op == operation), None)
+    if route is None:
+        tool = next(tool for tool, op in MCP_CASES if op == operation)
+        answer = McpDriver(mcp_server_build()).call(tool, arguments, principal=world.principal_a)
+    else:
+        answer = rest_call(world.a, route, arguments)
+    assert answer.ok, answer.text
+
+
+def _takes_secret(operation: str) -> bool:
+    aim = Aim(where={}, token="t")
+    return OPERATIONS[operation].build(aim) != OPERATIONS[operation].build(
+        dataclasses.replace(aim, secret=True)
+    )
+
+
+def _twins(cases: list[tuple]) -> list:
+    return [
+        pytest.param(
+            entry,
+            operation,
+            twin,
+            id=f"{entry if isinstance(entry, str) else ' '.join(entry)} {name}",
+        )
+        for entry, operation in cases
+        for name, twin in (("secret twin", _secret_twin_at_home), ("twin in A", _twin_in_project_a))
+        if twin is _twin_in_project_a or _takes_secret(operation)
+    ]
+
+
+@pytest.mark.parametrize(("route", "operation", "twin"), _twins(WRITE_REST_CASES))
+def test_it_writes_as_if_nothing_unseen_were_written_over_rest(world, route, operation, twin):
+    _check_write_unchanged_by(world, operation, _rest(world, route), twin)
+
+
+@pytest.mark.parametrize(("tool", "operation", "twin"), _twins(WRITE_MCP_CASES))
+def test_it_writes_as_if_nothing_unseen_were_written_over_mcp(world, mcp, tool, operation, twin):
+    _check_write_unchanged_by(world, operation, _mcp(world, mcp, tool), twin)
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from memory.services.timeline import TurnInput, session_start, turns_record
 from tests.lifecycle.conftest import replay_statuses, stored_statuses
 
 
-def status_fact(scope, value, **extra):
+def status_fact(scope, value, *, writer_sees_secrets=False, **extra):
     return fact_write(
         data=FactInput(
             scope_id=scope.pk,
@@ -23,7 +23,8 @@ def status_fact(scope, value, **extra):
             predicate="security_status",
             value=value,
             **extra,
-        )
+        ),
+        writer_sees_secrets=writer_sees_secrets,
     )
 
 
@@ -156,6 +157,57 @@ def test_it_does_not_merge_across_scopes(project_scope, other_project_scope):
     one = narrate(project_scope, "Deploys go through the staging cluster first")
     two = narrate(other_project_scope, "Deploys go through the staging cluster first")
     assert one.pk != two.pk
+
+
+def test_it_merges_a_narrative_only_into_one_of_its_own_secrecy(project_scope):
+    secret = narrate(project_scope, "The spare key is under the blue flowerpot", secret=True)
+    plain = narrate(project_scope, "The spare key is under the blue flowerpot")
+    assert plain.pk != secret.pk and not plain.secret
+    public = narrate(project_scope, "Deploys go through the staging cluster first")
+    hidden = narrate(project_scope, "Deploys go through the staging cluster first", secret=True)
+    assert hidden.pk != public.pk
+    public.refresh_from_db()
+    assert not public.secret  # a secret write never hides what agents already read
+
+
+def test_it_merges_a_secret_only_for_a_writer_who_may_read_secrets(project_scope):
+    """A merge answers with the stored secret: its id, its confidence, its other fields."""
+    stored = narrate(project_scope, "The vault code is in the red notebook", secret=True)
+    again = narrate(project_scope, "The vault code is in the red notebook", secret=True)
+    assert again.pk != stored.pk
+    owners = narrative_write(
+        data=NarrativeInput(
+            scope_id=project_scope.pk, gesture="The vault code is in the red notebook", secret=True
+        ),
+        writer_sees_secrets=True,
+    )
+    assert owners.pk == again.pk
+    assert AuditEvent.objects.filter(action="merge", target_id=again.pk).count() == 1
+
+
+def test_it_replaces_a_secret_value_it_may_not_read_instead_of_confirming_it(project_scope):
+    """ "Same value already current" would confirm a guessed secret: the writer is answered as if
+    no secret were stored, and the owner's audit row still says what was replaced."""
+    secret = status_fact(project_scope, "pin 4821", secret=True)
+    guess = status_fact(project_scope, "pin 4821")
+    assert guess.pk != secret.pk and not guess.secret
+    secret.refresh_from_db()
+    assert secret.status == MemoryStatus.SUPERSEDED and secret.superseded_by_id == guess.pk
+    event = AuditEvent.objects.get(target_id=guess.pk)
+    assert event.action == "invalidate" and event.before["id"] == secret.pk
+    assert "#" not in event.reason
+    restated = status_fact(project_scope, "pin 4821", secret=True)
+    again = status_fact(project_scope, "pin 4821", writer_sees_secrets=True)
+    assert again.pk == restated.pk
+    assert AuditEvent.objects.filter(target_id=restated.pk).latest("pk").action == "skip"
+
+
+def test_it_never_promotes_a_secret_candidate_for_a_writer_who_may_not_read_it(project_scope):
+    weak = status_fact(project_scope, "maybe pwned", confidence=0.3, secret=True)
+    again = status_fact(project_scope, "maybe pwned", confidence=0.3)
+    assert again.pk != weak.pk
+    weak.refresh_from_db()
+    assert weak.status == MemoryStatus.CANDIDATE and weak.confidence == pytest.approx(0.3)
 
 
 def test_it_promotes_a_weak_candidate_when_it_is_repeated(project_scope):

@@ -13,7 +13,13 @@ from memory.models import (
     Narrative,
     ScopeKind,
 )
-from memory.services.inbox import inbox_capture, inbox_extract_rules, inbox_flush
+from memory.services.facts import FactInput, fact_write
+from memory.services.inbox import (
+    USER_PROFILE,
+    inbox_capture,
+    inbox_extract_rules,
+    inbox_flush,
+)
 from memory.services.scopes import scope_global, scope_resolve
 from memory.services.timeline import session_start
 from tests.fakes.llm_server import json_answer, slow_answer, status_answer, text_answer
@@ -84,6 +90,27 @@ def test_it_promotes_a_statement_repeated_in_a_later_utterance(db, make_repo):
     note = Narrative.objects.get()
     assert note.status == MemoryStatus.ACTIVE
     assert AuditEvent.objects.filter(action="promote", target_id=note.pk).exists()
+
+
+def test_it_leaves_a_secret_value_secret_when_a_capture_restates_it(db, make_repo):
+    """A flush answers the owner only: a captured value equal to the secret current one is a
+    restatement, not a plain replacement that would show the value to every agent."""
+    repo = make_repo("archive-manager", "git@github.com:someone/archive-manager.git")
+    secret = fact_write(
+        data=FactInput(
+            scope_id=scope_global().pk,
+            profile_name=USER_PROFILE,
+            profile_kind="user",
+            kind="fact",
+            predicate="name",
+            value="李雷",
+            secret=True,
+        )
+    )
+    inbox_capture(content="我叫李雷。", cwd=str(repo))
+    inbox_flush()
+    current = Fact.objects.get(predicate="name", status=MemoryStatus.ACTIVE)
+    assert current.pk == secret.pk and current.secret
 
 
 def test_it_does_not_capture_subagents_unless_configured(db, settings, project_scope):

@@ -26,7 +26,7 @@ from memory.services.self_concept import self_concept_write
 from memory.services.timeline import TurnInput, session_start, turn_record, turns_record
 
 
-def _fact(scope, predicate: str, value: str) -> Fact:
+def _fact(scope, predicate: str, value: str, **fields) -> Fact:
     return fact_write(
         data=FactInput(
             scope_id=scope.pk,
@@ -34,6 +34,7 @@ def _fact(scope, predicate: str, value: str) -> Fact:
             kind="preference",
             predicate=predicate,
             value=value,
+            **fields,
         )
     )
 
@@ -190,6 +191,21 @@ def test_it_refuses_a_fact_edit_whose_target_was_replaced_after_it_was_read(proj
         )
 
     assert Fact.objects.get(predicate="editor", status=MemoryStatus.ACTIVE).pk == newer.pk
+
+
+def test_it_refuses_an_edit_without_naming_a_secret_successor(project_scope):
+    """The editor read the old plain row; the value that replaced it is secret, so the refusal
+    names neither its id nor its value."""
+    old = _fact(project_scope, "door_code", "1234")
+    newer = _fact(project_scope, "door_code", "4821", secret=True)
+    stale = Memory.objects.get(pk=old.pk)
+    with pytest.raises(Conflict) as refused:
+        memory_update(memory=stale, changes={"value": "5555"}, actor="agent")
+    with pytest.raises(Conflict) as lost:
+        _fact(project_scope, "door_code", "5555", supersedes_id=old.pk)
+    for message in (str(refused.value), str(lost.value)):
+        assert f"#{old.pk}" in message
+        assert f"#{newer.pk}" not in message and "4821" not in message
 
 
 def test_it_refuses_to_restore_a_fact_whose_key_has_a_newer_value(project_scope):

@@ -136,7 +136,11 @@ def test_it_rejects_an_unknown_scope_and_writes_nothing(db):
 
 def _window_reads(scope) -> list[tuple[str, list]]:
     """The two windows every narrative write reads: near duplicates and anti-inflation."""
-    reads = [merge_window(scope_id=scope.pk, memory_type="narrative").query.sql_with_params()]
+    reads = [
+        merge_window(
+            scope_id=scope.pk, memory_type="narrative", secret=False
+        ).query.sql_with_params()
+    ]
     with CaptureQueriesContext(connection) as captured:
         narratives_normalise_inflation(scope_id=scope.pk)
     reads.append((captured.captured_queries[0]["sql"], []))
