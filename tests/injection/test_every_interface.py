@@ -292,17 +292,22 @@ def test_it_never_answers_a_secret_to_the_local_stdio_agent(world, mcp, tool, op
 
 
 # Every read, and the session-start block: opening the same session twice writes nothing new.
-BLIND = {op for op, spec in OPERATIONS.items() if not spec.writes} | {"session_begin"}
+# The self-concept is global, which key B does not hold: it is refused at home alike before and
+# after, so it is left to the isolation case.
+READS = {op for op, spec in OPERATIONS.items() if not spec.writes}
+BLIND = (READS - {"self_concept_read"}) | {"session_begin"}
 READ_REST_CASES = [(route, op) for route, op in REST_CASES if op in BLIND]
 READ_MCP_CASES = [(tool, op) for tool, op in MCP_CASES if op in BLIND]
 
 
 # Reading a memory counts an activation, so a second read of the same memory says one more.
 ACTIVATIONS = re.compile(r'"activation_count": \d+')
+# A block is stamped with the minute it was rendered, and two calls can straddle a minute.
+BLOCK_MINUTE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d(?= [A-Z]{3})")
 
 
 def _settled(text: str) -> str:
-    return ACTIVATIONS.sub('"activation_count": n', text)
+    return BLOCK_MINUTE.sub("the minute", ACTIVATIONS.sub('"activation_count": n', text))
 
 
 def _narrative(scope, gesture: str, **fields) -> None:
@@ -363,13 +368,16 @@ def _check_unchanged_by(world: World, operation: str, call, more) -> None:
     """Key B at home answers the same before and after `more` is written where it may not look:
     nothing read off what it may not see (a score, a count, a name) changes."""
     _home_data(world)
+    aims = [*_aims_at_b(world, operation), _home_target(world)]
     _dream()
-    calls = [OPERATIONS[operation].build(aim) for aim in _aims_at_b(world, operation)]
+    calls = [OPERATIONS[operation].build(aim) for aim in aims]
     before = [call(arguments) for arguments in calls]
     more(world)
     _dream()
     after = [call(arguments) for arguments in calls]
     assert all(answer.status < 500 for answer in before), [a.text for a in before]
+    # Key B's own secret is refused alike before and after; its own plain memory is answered.
+    assert any(answer.ok for answer in before), [a.text for a in before]
     assert [_settled(answer.text) for answer in after] == [
         _settled(answer.text) for answer in before
     ]
