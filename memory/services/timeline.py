@@ -84,7 +84,14 @@ def session_start(
                 existing = Session.objects.get(runtime=runtime, external_id=external_id)
         if existing is not None:
             if existing.scope_id != scope_id:
-                return _segment(existing, scope_id=scope_id, cwd=cwd, actor=actor)
+                return _segment(
+                    existing,
+                    scope_id=scope_id,
+                    cwd=cwd,
+                    origin=origin,
+                    delegation_depth=delegation_depth,
+                    actor=actor,
+                )
             return existing
         audit_record(
             actor=actor,
@@ -111,18 +118,22 @@ def session_external_id_given(session: Session) -> str:
     return session.external_id
 
 
-def _segment(session: Session, *, scope_id: int, cwd: str, actor: str) -> Session:
+def _segment(
+    session: Session, *, scope_id: int, cwd: str, origin: str, delegation_depth: int, actor: str
+) -> Session:
     """A session whose agent moved into another project goes on there as a linked segment: a
     session of that scope, child of the first, so each part is recorded and injected in its own
-    scope and nothing of one part reaches the other."""
+    scope and nothing of one part reaches the other. The segment is what this call's header says
+    (origin, delegation), not what the first part was: the same id in another project may be
+    another key's session, and its being a subagent must not stop this one being recorded."""
     return session_start(
         runtime=session.runtime,
         external_id=segment_external_id(external_id=session.external_id, scope_id=scope_id),
         scope_id=scope_id,
         cwd=cwd,
-        origin=session.origin,
+        origin=origin,
         parent_id=session.pk,
-        delegation_depth=session.delegation_depth,
+        delegation_depth=delegation_depth,
         actor=actor,
     )
 

@@ -690,3 +690,28 @@ def test_it_shows_no_link_to_a_secret_that_replaced_a_value(api, project):
     assert Memory.objects.get(pk=plain["id"]).superseded_by_id == secret["id"]
     assert [(row["id"], row["superseded_by"]) for row in listed] == [(plain["id"], None)]
     assert recalled["status"] == "superseded" and recalled["superseded_by"] is None
+
+
+def test_it_records_a_session_whose_id_a_subagent_uses_in_another_project(project, other_project):
+    """Session ids are the runtime's, so two keys can pick the same one. Before, the second
+    project's session became a segment of the first and took its origin: a subagent there made
+    this ordinary session a subagent, and its turns went unrecorded."""
+    _, raw_other = apikey_create(name="other tenant", scope_ids=[other_project.pk])
+    _, raw_here = apikey_create(name="this tenant", scope_ids=[project.pk])
+    body = {"session_id": "main", "turns": [{"role": "user", "content": "hello"}]}
+    there = _post(
+        Client(HTTP_AUTHORIZATION=f"Bearer {raw_other}"),
+        "/api/v1/turns",
+        {**body, "scope_id": other_project.pk, "origin": "subagent", "delegation_depth": 1},
+    )
+    here = _post(
+        Client(HTTP_AUTHORIZATION=f"Bearer {raw_here}"),
+        "/api/v1/turns",
+        {**body, "scope_id": project.pk},
+    )
+
+    assert there.json()["captured"] is False  # subagents are not captured by default
+    assert here.status_code == 200, here.content
+    assert here.json()["captured"] is True and here.json()["recorded"] == 1
+    assert here.json()["session"]["subagent"] is False
+    assert ContextTurn.objects.filter(scope=project, content="hello").count() == 1

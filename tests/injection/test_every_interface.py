@@ -251,12 +251,14 @@ REST_CASES = sorted(REST_ROUTES.items())
 MCP_CASES = sorted(MCP_TOOLS.items())
 
 
-def _rest(world: World, route: tuple[str, str]):
-    return lambda arguments: rest_call(world.b, route, arguments)
+def _rest(world: World, route: tuple[str, str], client: Client | None = None):
+    """Calls the route with key B's client, or the one given."""
+    return lambda arguments: rest_call(client or world.b, route, arguments)
 
 
-def _mcp(world: World, mcp: McpDriver, tool: str):
-    return lambda arguments: mcp.call(tool, arguments, principal=world.principal_b)
+def _mcp(world: World, mcp: McpDriver, tool: str, principal=None):
+    """Calls the tool as key B's principal, or the one given."""
+    return lambda arguments: mcp.call(tool, arguments, principal=principal or world.principal_b)
 
 
 @pytest.mark.parametrize(
@@ -448,26 +450,26 @@ def _forgotten(call, arguments: dict):
     return answer
 
 
-def _check_write_unchanged_by(world: World, operation: str, call, twin) -> None:
+def _check_write_unchanged_by(world: World, operation: str, by_b, by_a, twin) -> None:
     """Key B's write at home answers the same with and without `twin` stored first where it may
-    not look: no merge into it, no conflict with it, no reference to it."""
+    not look: no merge into it, no conflict with it, no reference to it. `by_b` and `by_a` call
+    the same route or tool with key B's and project A's key, so a twin shares the interface's
+    runtime (REST's "generic", MCP's "mcp") and with it the session ids."""
     aim = _home_target(world)
     arguments = OPERATIONS[operation].build(aim)
-    alone = _forgotten(call, arguments)
-    twin(world, operation, aim)
-    beside = call(arguments)
+    alone = _forgotten(by_b, arguments)
+    twin(world, operation, aim, by_b, by_a)
+    beside = by_b(arguments)
     assert alone.ok, alone.text
     assert _run_free(beside.text) == _run_free(alone.text)
 
 
-def _secret_twin_at_home(world: World, operation: str, aim: Aim) -> None:
+def _secret_twin_at_home(world: World, operation: str, aim: Aim, by_b, by_a) -> None:
     """The same write at home, marked secret (for the writes that take the flag)."""
-    route = next(route for route, op in REST_CASES if op == operation)
-    arguments = OPERATIONS[operation].build(dataclasses.replace(aim, secret=True))
-    assert rest_call(world.b, route, arguments).ok
+    assert by_b(OPERATIONS[operation].build(dataclasses.replace(aim, secret=True))).ok
 
 
-def _twin_in_project_a(world: World, operation: str, aim: Aim) -> None:
+def _twin_in_project_a(world: World, operation: str, aim: Aim, by_b, by_a, header=None) -> None:
     """The same write, with the same session, turn and text, by project A's key in project A."""
     in_a = dataclasses.replace(
         aim,
@@ -475,21 +477,26 @@ def _twin_in_project_a(world: World, operation: str, aim: Aim) -> None:
         memory_id=world.open_memory_id,
         thread_id=world.thread_a_id,
     )
-    arguments = OPERATIONS[operation].build(in_a)
-    route = next((route for route, op in REST_CASES if op == operation), None)
-    if route is None:
-        tool = next(tool for tool, op in MCP_CASES if op == operation)
-        answer = McpDriver(mcp_server_build()).call(tool, arguments, principal=world.principal_a)
-    else:
-        answer = rest_call(world.a, route, arguments)
+    answer = by_a({**OPERATIONS[operation].build(in_a), **(header or {})})
     assert answer.ok, answer.text
+
+
+def _subagent_twin_in_project_a(world: World, operation: str, aim: Aim, by_b, by_a) -> None:
+    """The same session id in project A, opened there by a subagent: another key's session must
+    not make key B's a subagent, whose turns would then go unrecorded."""
+    subagent = {"origin": "subagent", "delegation_depth": 1}
+    _twin_in_project_a(world, operation, aim, by_b, by_a, header=subagent)
+
+
+def _opens_a_session(operation: str) -> bool:
+    return "session_id" in OPERATIONS[operation].build(Aim(where={}, token="t"))
 
 
 def _unseen(more):
     """The read meta-test's unseen writes, before a write: what a write computes as it stores (a
     weight, a recurrence, the per-turn block) must not count them either."""
 
-    def twin(world: World, operation: str, aim: Aim) -> None:
+    def twin(world: World, operation: str, aim: Aim, by_b, by_a) -> None:
         more(world)
 
     return twin
@@ -511,24 +518,27 @@ def _twins(cases: list[tuple]) -> list:
             id=f"{entry if isinstance(entry, str) else ' '.join(entry)} {name}",
         )
         for entry, operation in cases
-        for name, twin in (
-            ("secret twin", _secret_twin_at_home),
-            ("twin in A", _twin_in_project_a),
-            ("secrets", _unseen(_more_secrets_at_home)),
-            ("project A", _unseen(_more_in_project_a)),
+        for name, twin, applies in (
+            ("secret twin", _secret_twin_at_home, _takes_secret),
+            ("twin in A", _twin_in_project_a, None),
+            ("subagent twin in A", _subagent_twin_in_project_a, _opens_a_session),
+            ("secrets", _unseen(_more_secrets_at_home), None),
+            ("project A", _unseen(_more_in_project_a), None),
         )
-        if twin is not _secret_twin_at_home or _takes_secret(operation)
+        if applies is None or applies(operation)
     ]
 
 
 @pytest.mark.parametrize(("route", "operation", "twin"), _twins(WRITE_REST_CASES))
 def test_it_writes_as_if_nothing_unseen_were_written_over_rest(world, route, operation, twin):
-    _check_write_unchanged_by(world, operation, _rest(world, route), twin)
+    by_a = _rest(world, route, world.a)
+    _check_write_unchanged_by(world, operation, _rest(world, route), by_a, twin)
 
 
 @pytest.mark.parametrize(("tool", "operation", "twin"), _twins(WRITE_MCP_CASES))
 def test_it_writes_as_if_nothing_unseen_were_written_over_mcp(world, mcp, tool, operation, twin):
-    _check_write_unchanged_by(world, operation, _mcp(world, mcp, tool), twin)
+    by_a = _mcp(world, mcp, tool, world.principal_a)
+    _check_write_unchanged_by(world, operation, _mcp(world, mcp, tool), by_a, twin)
 
 
 @pytest.mark.parametrize(
