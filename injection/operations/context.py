@@ -31,7 +31,7 @@ from memory.models import Session
 from memory.search import turn_search
 from memory.search.sessions import session_search
 from memory.selectors.reads import session_visible_pk, timeline_stretch
-from memory.selectors.visibility import scope_ids_held, scope_ids_readable, sessions_visible
+from memory.selectors.visibility import scope_ids_held, scope_ids_readable, sessions_named
 from memory.services.errors import Conflict
 from memory.services.timeline import TurnInput
 
@@ -44,11 +44,11 @@ def _runtime_of(*, caller: Caller, data: SessionIn) -> str:
         return data.runtime
     known = sorted(
         set(
-            sessions_visible(
-                principal=caller.principal, scope_ids=scope_ids_held(principal=caller.principal)
-            )
-            .filter(external_id=data.session_id)
-            .values_list("runtime", flat=True)
+            sessions_named(
+                principal=caller.principal,
+                scope_ids=scope_ids_held(principal=caller.principal),
+                external_id=data.session_id,
+            ).values_list("runtime", flat=True)
         )
     )
     if len(known) > 1:
@@ -83,8 +83,10 @@ def _session_for_block(*, caller: Caller, data: SessionIn) -> tuple[Session | No
         return opened, scope_ids_readable(principal=caller.principal, scope=opened.scope)
     scope = scope_for_read(caller=caller, where=data)
     existing = (
-        sessions_visible(principal=caller.principal, scope_ids=[scope.pk])
-        .filter(runtime=_runtime_of(caller=caller, data=data), external_id=data.session_id)
+        sessions_named(
+            principal=caller.principal, scope_ids=[scope.pk], external_id=data.session_id
+        )
+        .filter(runtime=_runtime_of(caller=caller, data=data))
         .first()
     )
     return existing, scope_ids_readable(principal=caller.principal, scope=scope)

@@ -28,6 +28,7 @@ from memory.selectors.visibility import (
     memories_visible,
     profiles_visible,
     scope_ids_held,
+    sessions_named,
     sessions_visible,
     snapshots_visible,
     threads_visible,
@@ -143,8 +144,7 @@ def profiles_with_facts(
 
 def session_visible_pk(*, principal: Principal, scope_ids: list[int], external_id: str) -> int:
     pk = (
-        sessions_visible(principal=principal, scope_ids=scope_ids)
-        .filter(external_id=external_id)
+        sessions_named(principal=principal, scope_ids=scope_ids, external_id=external_id)
         .order_by("-started_at")
         .values_list("pk", flat=True)
         .first()

@@ -27,6 +27,7 @@ from memory.models import (
 )
 from memory.services.errors import NotFound
 from memory.services.scopes import scope_global, scope_visible_ids
+from memory.services.timeline import segment_external_id
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,18 @@ def turns_visible(*, principal: Principal, scope_ids: list[int]) -> QuerySet[Con
 
 def sessions_visible(*, principal: Principal, scope_ids: list[int]) -> QuerySet[Session]:
     return Session.objects.filter(scope_id__in=scope_ids)
+
+
+def sessions_named(
+    *, principal: Principal, scope_ids: list[int], external_id: str
+) -> QuerySet[Session]:
+    """The visible sessions a runtime calls `external_id`: stored under it, or, where the same id
+    was first used in another scope, under its segment id in one of these scopes. A caller names
+    its session as its runtime does, and never learns of the other scope's."""
+    named = [external_id] + [
+        segment_external_id(external_id=external_id, scope_id=pk) for pk in scope_ids
+    ]
+    return sessions_visible(principal=principal, scope_ids=scope_ids).filter(external_id__in=named)
 
 
 def threads_visible(*, principal: Principal, scope_ids: list[int]) -> QuerySet[Thread]:

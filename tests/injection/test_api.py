@@ -715,3 +715,34 @@ def test_it_records_a_session_whose_id_a_subagent_uses_in_another_project(projec
     assert here.json()["captured"] is True and here.json()["recorded"] == 1
     assert here.json()["session"]["subagent"] is False
     assert ContextTurn.objects.filter(scope=project, content="hello").count() == 1
+
+
+def test_it_reads_a_session_by_its_runtime_id_when_another_project_uses_it_too(
+    project, other_project
+):
+    """The session is stored as a segment ("main@scope-N") because another project used "main"
+    first; its own key still reads it as "main", as a read-only key's block does."""
+    _, raw_other = apikey_create(name="other tenant", scope_ids=[other_project.pk])
+    _, raw_here = apikey_create(name="this tenant", scope_ids=[project.pk])
+    _, raw_reader = apikey_create(name="reader", scope_ids=[project.pk], can_write=False)
+    body = {"session_id": "main", "turns": [{"role": "user", "content": "canary-here-5"}]}
+    _post(
+        Client(HTTP_AUTHORIZATION=f"Bearer {raw_other}"),
+        "/api/v1/turns",
+        {**body, "scope_id": other_project.pk, "turns": [{"role": "user", "content": "there"}]},
+    )
+    here = Client(HTTP_AUTHORIZATION=f"Bearer {raw_here}")
+    recorded = _post(here, "/api/v1/turns", {**body, "scope_id": project.pk}).json()
+
+    timeline = here.get(f"/api/v1/timeline?scope_id={project.pk}&session_id=main")
+    block = _post(
+        Client(HTTP_AUTHORIZATION=f"Bearer {raw_reader}"),
+        "/api/v1/session/start",
+        {"scope_id": project.pk, "session_id": "main"},
+    )
+
+    assert Session.objects.get(pk=recorded["session"]["id"]).external_id != "main"
+    assert timeline.status_code == 200, timeline.content
+    assert [turn["content"] for turn in timeline.json()] == ["canary-here-5"]
+    assert block.status_code == 200, block.content
+    assert block.json()["session"]["id"] == recorded["session"]["id"]
