@@ -219,8 +219,31 @@ def near_duplicate_find(
 # --- Dependencies ------------------------------------------------------------------------------
 
 
-def depends_on_validate(depends_on: list) -> list[str]:
-    """`path:/absolute/dir` or `memory:<id>`; anything else is refused before it is stored."""
+# The largest id a row can have (a signed 64-bit key on both backends): a bigger one names no row,
+# and asking the database for it overflows SQLite's integer.
+ROW_ID_MAX = 2**63 - 1
+
+
+def dependency_memory_id(item: str) -> int | None:
+    """The memory id a `memory:<id>` dependency names, or None when it names none (another kind,
+    non-ASCII digits such as "²", or an id no row can have)."""
+    kind, _, rest = item.partition(":")
+    if kind != "memory" or not (rest.isascii() and rest.isdigit()):
+        return None
+    memory_id = int(rest)
+    return memory_id if 0 < memory_id <= ROW_ID_MAX else None
+
+
+def depends_on_validate(
+    depends_on: list, *, scope_id: int, writer_sees_secrets: bool, edited_id: int | None = None
+) -> list[str]:
+    """`path:/absolute/dir` or `memory:<id>`; anything else is refused before it is stored.
+
+    A memory dependency follows evidence's rule: a memory of this memory's own scope, and not a
+    secret unless the writer may read secrets. Otherwise a key could learn, from whether the write
+    is taken and whether maintenance later expires it, that another project's or a secret memory
+    exists and is live. The refusal is the same for a memory that does not exist. An edit keeps the
+    dependencies the edited memory (`edited_id`) had without asking again."""
     if not isinstance(depends_on, list | tuple):
         raise InvalidInput("depends_on must be a list", field="depends_on")
     cleaned = []
@@ -230,14 +253,36 @@ def depends_on_validate(depends_on: list) -> list[str]:
         kind, sep, rest = item.strip().partition(":")
         if sep and kind == "path" and Path(rest).is_absolute() and "\x00" not in rest:
             cleaned.append(f"path:{rest}")
-        elif sep and kind == "memory" and rest.isdigit():
+        elif sep and kind == "memory" and rest.isascii() and rest.isdigit():
             cleaned.append(f"memory:{int(rest)}")
         else:
             raise InvalidInput(
                 f"depends_on entry {item!r} must be 'path:/absolute/path' or 'memory:<id>'",
                 field="depends_on",
             )
-    return list(dict.fromkeys(cleaned))
+    cleaned = list(dict.fromkeys(cleaned))
+    kept = (
+        Memory.objects.filter(pk=edited_id, scope_id=scope_id)
+        .values_list("depends_on", flat=True)
+        .first()
+        if edited_id
+        else None
+    ) or []
+    cited = {item: dependency_memory_id(item) for item in cleaned if item.startswith("memory:")}
+    asked = {memory_id for item, memory_id in cited.items() if item not in kept and memory_id}
+    allowed = Memory.objects.filter(pk__in=asked, scope_id=scope_id)
+    if not writer_sees_secrets:
+        allowed = allowed.filter(secret=False)
+    found = set(allowed.values_list("pk", flat=True)) if asked else set()
+    unknown = [
+        item for item, memory_id in cited.items() if item not in kept and memory_id not in found
+    ]
+    if unknown:
+        raise InvalidInput(
+            f"{', '.join(unknown)} names no memory of this memory's scope",
+            field="depends_on",
+        )
+    return cleaned
 
 
 # --- Bitemporal reads --------------------------------------------------------------------------

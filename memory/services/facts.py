@@ -159,13 +159,20 @@ class PreparedFact:
     verdict: GateVerdict
 
 
-def fact_prepare(*, data: FactInput, use_llm: bool | None = None) -> PreparedFact:
+def fact_prepare(
+    *, data: FactInput, use_llm: bool | None = None, writer_sees_secrets: bool = False
+) -> PreparedFact:
     """Validate (bad input raises InvalidInput and nothing is written) and run the write gate.
     May call the LLM judge, so never call it inside a transaction."""
     fact_validate(data)
     scope = scope_validate(scope_id=data.scope_id)
     evidence_validate(turn_ids=data.source_turn_ids, scope_id=data.scope_id)
-    depends_on = depends_on_validate(data.depends_on)
+    depends_on = depends_on_validate(
+        data.depends_on,
+        scope_id=data.scope_id,
+        writer_sees_secrets=writer_sees_secrets,
+        edited_id=data.supersedes_id,
+    )
     value = data.value.strip()
     if use_llm is None:
         use_llm = settings.TIDELINE_GATE_USE_LLM
@@ -429,7 +436,7 @@ def fact_write(
     candidate threshold → the row waits in the candidate pool and supersedes nothing until more
     support promotes it.
     """
-    prepared = fact_prepare(data=data)
+    prepared = fact_prepare(data=data, writer_sees_secrets=writer_sees_secrets)
     # Two first writers of one key both see no current row; the database lets one in and the
     # other runs again, now superseding the winner (last writer wins).
     return atomic_retrying(

@@ -39,7 +39,7 @@ from memory.models import (
     ScopeKind,
 )
 from memory.services.audit import audit_record
-from memory.services.consolidation import LIVE_STATUSES, statuses
+from memory.services.consolidation import LIVE_STATUSES, dependency_memory_id, statuses
 from memory.services.weights import decay_limit_days
 
 
@@ -110,7 +110,7 @@ def _broken(depends_on: list, *, exists: dict[str, bool], live_refs: set[int]) -
                 exists[rest] = os.path.exists(rest)
             if not exists[rest]:
                 return f"{rest} no longer exists"
-        elif kind == "memory" and rest.isdigit() and int(rest) not in live_refs:
+        elif kind == "memory" and dependency_memory_id(item) not in live_refs:
             return f"memory #{rest} it depends on is gone"
     return ""
 
@@ -125,10 +125,10 @@ def dependencies_plan(*, scope_ids: list[int] | None = None) -> tuple[list[Plann
     live = _live(scope_ids).exclude(depends_on=[])
     distinct = list(live.order_by().values_list("depends_on", flat=True).distinct())
     referenced = {
-        int(item[7:])
+        memory_id
         for depends_on in distinct
         for item in depends_on
-        if isinstance(item, str) and item.startswith("memory:") and item[7:].isdigit()
+        if isinstance(item, str) and (memory_id := dependency_memory_id(item))
     }
     live_refs = (
         set(

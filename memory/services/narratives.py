@@ -265,14 +265,21 @@ def _draft(data: NarrativeInput, *, tags: list[str]) -> Narrative:
     )
 
 
-def narrative_prepare(*, data: NarrativeInput, use_llm: bool | None = None) -> PreparedNarrative:
+def narrative_prepare(
+    *, data: NarrativeInput, use_llm: bool | None = None, writer_sees_secrets: bool = False
+) -> PreparedNarrative:
     """Validate (bad input raises InvalidInput, nothing written), run the write gate on the
     gesture, and embed the candidate for near-duplicate search. May call the LLM judge and the
     embedder, so never call it inside a transaction."""
     narrative_validate(data)
     scope = scope_validate(scope_id=data.scope_id)
     evidence_validate(turn_ids=data.source_turn_ids, scope_id=data.scope_id)
-    depends_on = depends_on_validate(data.depends_on)
+    depends_on = depends_on_validate(
+        data.depends_on,
+        scope_id=data.scope_id,
+        writer_sees_secrets=writer_sees_secrets,
+        edited_id=data.supersedes_id,
+    )
     if data.supersedes_id is not None:
         edited = Narrative.objects.filter(pk=data.supersedes_id, scope_id=scope.pk).first()
         if edited is None:
@@ -482,7 +489,7 @@ def narrative_write(
     """Store one narrative through the write gate and the consolidation state machine (see
     narrative_commit). Gate and embedding run before the transaction opens; everything that
     writes runs inside one."""
-    prepared = narrative_prepare(data=data)
+    prepared = narrative_prepare(data=data, writer_sees_secrets=writer_sees_secrets)
     return atomic_retrying(
         lambda: narrative_commit(
             prepared=prepared,

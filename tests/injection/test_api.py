@@ -11,6 +11,7 @@ from injection.services.access import apikey_create
 from memory.models import ApiKey, AuditEvent, ContextTurn, Memory, MemoryStatus, Narrative, Session
 from memory.services.embedding import memories_embed
 from memory.services.facts import FactInput, fact_write
+from memory.services.narratives import NarrativeInput, narrative_write
 from memory.services.scopes import scope_global
 from tests.injection.conftest import narrative_seed, weights_set
 from tests.injection.interfaces import McpDriver, inline_worker_threads
@@ -746,3 +747,56 @@ def test_it_reads_a_session_by_its_runtime_id_when_another_project_uses_it_too(
     assert [turn["content"] for turn in timeline.json()] == ["canary-here-5"]
     assert block.status_code == 200, block.content
     assert block.json()["session"]["id"] == recorded["session"]["id"]
+
+
+def test_it_takes_a_memory_dependency_only_on_a_memory_the_key_may_read(
+    api, project, other_project
+):
+    own = narrative_seed(project, "the billing job runs at dawn")
+    secret = narrative_seed(project, "the deploy token sits in the vault", secret=True)
+    elsewhere = narrative_seed(other_project, "billing-service pins postgres 15")
+    refusals = {}
+    for dependency in (
+        f"memory:{secret.pk}",
+        f"memory:{elsewhere.pk}",
+        "memory:999999",
+        "memory:" + "9" * 30,
+        "memory:²",
+    ):
+        response = _post(
+            api,
+            "/api/v1/narratives",
+            {"scope_id": project.pk, "gesture": "reruns follow it", "depends_on": [dependency]},
+        )
+        assert response.status_code == 400, (dependency, response.json())
+        refusals[dependency] = response.json()["detail"]
+
+    taken = _post(
+        api,
+        "/api/v1/narratives",
+        {"scope_id": project.pk, "gesture": "reruns follow it", "depends_on": [f"memory:{own.pk}"]},
+    )
+
+    assert taken.status_code == 200, taken.json()
+    assert taken.json()["depends_on"] == [f"memory:{own.pk}"]
+    # A secret, another project's memory and a missing one are refused alike.
+    shapes = {text.replace(dependency, "…") for dependency, text in refusals.items()}
+    assert len(shapes) <= 2, shapes
+    assert not any("secret" in text or "billing-service" in text for text in refusals.values())
+
+
+def test_it_keeps_an_edited_memorys_dependency_on_a_secret_the_key_may_not_read(api, project):
+    secret = narrative_seed(project, "the deploy token sits in the vault", secret=True)
+    written = narrative_write(
+        data=NarrativeInput(
+            scope_id=project.pk,
+            gesture="deploys read the vault first",
+            depends_on=[f"memory:{secret.pk}"],
+        ),
+        writer_sees_secrets=True,
+    )
+
+    edited = _patch(api, written.pk, {"gesture": "deploys read the vault before anything else"})
+
+    assert edited.status_code == 200, edited.json()
+    assert Memory.objects.get(pk=edited.json()["id"]).depends_on == [f"memory:{secret.pk}"]

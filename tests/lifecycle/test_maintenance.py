@@ -236,3 +236,19 @@ def test_it_decays_by_the_plain_rule_when_the_emotion_factor_is_off(global_scope
     lifecycle_maintain(now=timezone.now() + timedelta(days=15))
     felt.refresh_from_db()
     assert felt.status == MemoryStatus.EXPIRED
+
+
+def test_it_expires_a_stored_dependency_that_names_no_row_instead_of_failing(global_scope):
+    # Written before dependencies were checked against the store: an id past any row's, and
+    # non-ASCII digits. Maintenance must go on for every other memory.
+    past_any_row = narrate(global_scope, "The user's bike is a grey Brompton")
+    odd_digits = narrate(global_scope, "The user rides to work on Tuesdays")
+    holding = narrate(global_scope, "The user's commute is eleven kilometres")
+    Memory.objects.filter(pk=past_any_row.pk).update(depends_on=["memory:" + "9" * 25])
+    Memory.objects.filter(pk=odd_digits.pk).update(depends_on=["memory:²"])
+    Memory.objects.filter(pk=holding.pk).update(depends_on=[f"memory:{odd_digits.pk}"])
+
+    report = lifecycle_maintain()
+
+    assert sorted(item.memory_id for item in report.planned) == [past_any_row.pk, odd_digits.pk]
+    assert all("gone" in item.reason for item in report.planned)
