@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from memory.models import ContextTurn, Session
 from memory.services.capture import session_captured
-from memory.services.timeline import TurnInput, session_start, turns_record
+from memory.services.timeline import TurnInput, segment_external_id, session_start, turns_record
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,17 @@ def session_open(*, ref: SessionRef, actor: str, request_id: str = "") -> Sessio
         return existing
     parent_id = None
     if ref.parent_external_id:
+        # The parent is looked for in this session's scope only: the same id in another project
+        # is another key's session, and a link to it would tie two tenants' timelines.
         parent_id = (
-            Session.objects.filter(runtime=ref.runtime, external_id=ref.parent_external_id)
+            Session.objects.filter(
+                runtime=ref.runtime,
+                scope_id=ref.scope_id,
+                external_id__in=[
+                    ref.parent_external_id,
+                    segment_external_id(external_id=ref.parent_external_id, scope_id=ref.scope_id),
+                ],
+            )
             .values_list("pk", flat=True)
             .first()
         )

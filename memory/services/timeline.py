@@ -1,3 +1,5 @@
+import hashlib
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -10,7 +12,7 @@ from memory.services.audit import audit_record
 from memory.services.bounds import text_storable
 from memory.services.capture import turns_capture
 from memory.services.embedding import embedding_schedule
-from memory.services.errors import InvalidInput
+from memory.services.errors import Conflict, InvalidInput
 from memory.services.races import atomic_retrying, constraint_violated
 from memory.services.scopes import scope_validate
 
@@ -19,6 +21,7 @@ TURN_EXTERNAL_ID_MAX_CHARS = 200
 ROLES = ("user", "assistant", "system", "tool")
 # Where a runtime's own turn id travels in TurnInput.meta (and stays, next to the column).
 EXTERNAL_ID_KEY = "external_id"
+SEGMENT_ID = re.compile(r"@scope-\d+$")
 
 
 @dataclass(frozen=True)
@@ -53,10 +56,45 @@ def session_start(
     the others get it."""
     if not external_id or len(external_id) > 200:
         raise InvalidInput("external_id must be 1–200 characters", field="external_id")
+    if SEGMENT_ID.search(external_id):
+        # Tideline names a session's part in another scope so; a caller who could choose such an
+        # id could take the name of another key's segment, or nest segments without end.
+        raise InvalidInput(
+            "a session id may not end in '@scope-<number>': Tideline names segments so",
+            field="external_id",
+        )
     if origin not in SessionOrigin.values:
         raise InvalidInput(f"origin must be one of {SessionOrigin.values}", field="origin")
     if delegation_depth < 0:
         raise InvalidInput("delegation_depth must not be negative", field="delegation_depth")
+    return _session_open(
+        runtime=runtime,
+        external_id=external_id,
+        scope_id=scope_id,
+        cwd=cwd,
+        origin=origin,
+        parent_id=parent_id,
+        delegation_depth=delegation_depth,
+        started_at=started_at,
+        actor=actor,
+        request_id=request_id,
+    )
+
+
+def _session_open(
+    *,
+    runtime: str,
+    external_id: str,
+    scope_id: int,
+    cwd: str,
+    origin: str,
+    parent_id: int | None,
+    delegation_depth: int,
+    started_at: datetime | None,
+    actor: str,
+    request_id: str,
+    segment: bool = False,
+) -> Session:
     scope_validate(scope_id=scope_id)
     # A subagent is whatever the session header says it is: any delegation makes it one.
     if delegation_depth >= 1:
@@ -83,6 +121,9 @@ def session_start(
                     raise
                 existing = Session.objects.get(runtime=runtime, external_id=external_id)
         if existing is not None:
+            if existing.scope_id != scope_id and segment:
+                # Only a row stored before segment ids were reserved can hold one elsewhere.
+                raise Conflict(f"session id {external_id!r} is taken; open a new session id")
             if existing.scope_id != scope_id:
                 return _segment(
                     existing,
@@ -105,16 +146,24 @@ def session_start(
 
 
 def segment_external_id(*, external_id: str, scope_id: int) -> str:
+    """The stored id of a session's part in another scope. An id too long to carry the suffix is
+    shortened with a hash of the whole, so two long ids sharing a prefix stay two sessions."""
     suffix = f"@scope-{scope_id}"
-    return external_id[: 200 - len(suffix)] + suffix
+    if len(external_id) + len(suffix) > 200:
+        digest = hashlib.sha256(external_id.encode()).hexdigest()[:16]
+        external_id = f"{external_id[: 200 - len(suffix) - 17]}~{digest}"
+    return external_id + suffix
 
 
 def session_external_id_given(session: Session) -> str:
     """The id the runtime gave this session. A segment's stored id carries its scope as a suffix,
-    which would tell a caller that the same id is in use in another scope it may not read."""
-    suffix = f"@scope-{session.scope_id}"
-    if session.parent_id is not None and session.external_id.endswith(suffix):
-        return session.external_id[: -len(suffix)]
+    which would tell a caller that the same id is in use in another scope it may not read; the
+    runtime's id is its first part's."""
+    parent = session.parent
+    if parent is not None and session.external_id == segment_external_id(
+        external_id=parent.external_id, scope_id=session.scope_id
+    ):
+        return parent.external_id
     return session.external_id
 
 
@@ -126,7 +175,7 @@ def _segment(
     scope and nothing of one part reaches the other. The segment is what this call's header says
     (origin, delegation), not what the first part was: the same id in another project may be
     another key's session, and its being a subagent must not stop this one being recorded."""
-    return session_start(
+    return _session_open(
         runtime=session.runtime,
         external_id=segment_external_id(external_id=session.external_id, scope_id=scope_id),
         scope_id=scope_id,
@@ -134,7 +183,10 @@ def _segment(
         origin=origin,
         parent_id=session.pk,
         delegation_depth=delegation_depth,
+        started_at=None,
         actor=actor,
+        request_id="",
+        segment=True,
     )
 
 

@@ -13,6 +13,7 @@ from memory.services.embedding import memories_embed
 from memory.services.facts import FactInput, fact_write
 from memory.services.narratives import NarrativeInput, narrative_write
 from memory.services.scopes import scope_global
+from memory.services.timeline import segment_external_id
 from tests.injection.conftest import narrative_seed, weights_set
 from tests.injection.interfaces import McpDriver, inline_worker_threads
 
@@ -747,6 +748,89 @@ def test_it_reads_a_session_by_its_runtime_id_when_another_project_uses_it_too(
     assert [turn["content"] for turn in timeline.json()] == ["canary-here-5"]
     assert block.status_code == 200, block.content
     assert block.json()["session"]["id"] == recorded["session"]["id"]
+
+
+def test_it_refuses_a_session_id_that_names_a_segment_so_no_key_can_take_anothers(
+    project, other_project
+):
+    """Before, key B could open "T…@scope-<A>" itself; when A's key then used "T…" after B had,
+    A's segment id was B's session: A's turns failed with a RecursionError (at 200 characters
+    the suffix was cut and re-added) or were stored under B's session as its child."""
+    _, raw_other = apikey_create(name="other tenant", scope_ids=[other_project.pk])
+    _, raw_here = apikey_create(name="this tenant", scope_ids=[project.pk])
+    there = Client(HTTP_AUTHORIZATION=f"Bearer {raw_other}")
+    here = Client(HTTP_AUTHORIZATION=f"Bearer {raw_here}")
+    turn = [{"role": "user", "content": "b"}]
+    taken = []
+    for session_id in ("T" * 200, "main1"):
+        _post(there, "/api/v1/turns", {"session_id": session_id, "turns": turn})
+        forged = segment_external_id(external_id=session_id, scope_id=project.pk)
+        refused = _post(there, "/api/v1/turns", {"session_id": forged, "turns": turn})
+        assert refused.status_code == 400, refused.content
+        assert "@scope-" in refused.json()["detail"]
+        taken.append(_post(here, "/api/v1/turns", {"session_id": session_id, "turns": turn}))
+
+    for session_id, response in zip(("T" * 200, "main1"), taken, strict=True):
+        assert response.status_code == 200, response.content
+        assert response.json()["recorded"] == 1
+        assert response.json()["session"]["external_id"] == session_id
+        timeline = here.get(f"/api/v1/timeline?session_id={session_id}")
+        assert [turn["content"] for turn in timeline.json()] == ["b"]
+
+
+def test_it_keeps_two_long_session_ids_with_one_prefix_apart_in_another_project(
+    project, other_project
+):
+    _, raw_other = apikey_create(name="other tenant", scope_ids=[other_project.pk])
+    _, raw_here = apikey_create(name="this tenant", scope_ids=[project.pk])
+    there = Client(HTTP_AUTHORIZATION=f"Bearer {raw_other}")
+    here = Client(HTTP_AUTHORIZATION=f"Bearer {raw_here}")
+    ids = ("L" * 199 + "1", "L" * 199 + "2")
+    for session_id in ids:
+        _post(
+            there,
+            "/api/v1/turns",
+            {"session_id": session_id, "turns": [{"role": "user", "content": "x"}]},
+        )
+    recorded = [
+        _post(
+            here,
+            "/api/v1/turns",
+            {"session_id": session_id, "turns": [{"role": "user", "content": session_id[-1]}]},
+        ).json()
+        for session_id in ids
+    ]
+
+    assert recorded[0]["session"]["id"] != recorded[1]["session"]["id"]
+    assert [body["session"]["external_id"] for body in recorded] == list(ids)
+    for session_id in ids:
+        timeline = here.get(f"/api/v1/timeline?session_id={session_id}").json()
+        assert [turn["content"] for turn in timeline] == [session_id[-1]]
+
+
+def test_it_links_a_subagent_only_to_a_parent_session_of_its_own_scope(project, other_project):
+    _, raw_other = apikey_create(name="other tenant", scope_ids=[other_project.pk])
+    _, raw_here = apikey_create(name="this tenant", scope_ids=[project.pk])
+    turn = [{"role": "user", "content": "hi"}]
+    _post(
+        Client(HTTP_AUTHORIZATION=f"Bearer {raw_other}"),
+        "/api/v1/turns",
+        {"session_id": "lead", "turns": turn},
+    )
+    here = Client(HTTP_AUTHORIZATION=f"Bearer {raw_here}")
+    child = {
+        "turns": turn,
+        "origin": "subagent",
+        "delegation_depth": 1,
+        "parent_session_id": "lead",
+    }
+    stranger = _post(here, "/api/v1/turns", {**child, "session_id": "helper-1"}).json()
+    _post(here, "/api/v1/turns", {"session_id": "lead", "turns": turn})
+    own = _post(here, "/api/v1/turns", {**child, "session_id": "helper-2"}).json()
+
+    assert Session.objects.get(pk=stranger["session"]["id"]).parent_id is None
+    lead_here = Session.objects.get(scope=project, parent__isnull=False, origin="user")
+    assert Session.objects.get(pk=own["session"]["id"]).parent_id == lead_here.pk
 
 
 def test_it_takes_a_memory_dependency_only_on_a_memory_the_key_may_read(

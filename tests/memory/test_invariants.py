@@ -5,6 +5,7 @@ and the migration that brings an existing store under them."""
 import pytest
 from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
 
 from memory.models import (
     AuditEvent,
@@ -365,3 +366,20 @@ def test_it_lets_other_integrity_errors_through(project_scope):
         )
 
     assert attempts == [1]
+
+
+def test_it_ends_a_segment_whose_id_an_older_row_holds_elsewhere_with_a_conflict(
+    project_scope, global_scope
+):
+    # A row stored before segment ids were reserved: the segment id of "s1" in this project, held
+    # by a session of another scope. Before, opening "s1" here segmented without end.
+    session_start(runtime="cli", external_id="s1", scope_id=global_scope.pk)
+    Session.objects.create(
+        runtime="cli",
+        external_id=f"s1@scope-{project_scope.pk}",
+        scope=global_scope,
+        started_at=timezone.now(),
+    )
+
+    with pytest.raises(Conflict, match="taken"):
+        session_start(runtime="cli", external_id="s1", scope_id=project_scope.pk)
