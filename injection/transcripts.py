@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from memory.services.bounds import moment_storable, text_storable
 from memory.services.capture import command_echo
 
 TURN_MAX_CHARS = 100_000
@@ -32,30 +33,35 @@ def text_of(content) -> str:
         return "\n".join(
             part.get("text", "")
             for part in content
-            if isinstance(part, dict) and part.get("type") == "text" and part.get("text")
+            if isinstance(part, dict)
+            and part.get("type") == "text"
+            and isinstance(part.get("text"), str)
         )
     return ""
 
 
 def moment_parse(value) -> datetime | None:
     """An ISO-8601 timestamp as transcripts write it, or None when there is none or it is not
-    one (a bad timestamp never costs the turn)."""
+    one the store can hold (a bad timestamp never costs the turn)."""
     if not isinstance(value, str) or not value:
         return None
     try:
-        return datetime.fromisoformat(value)
+        moment = datetime.fromisoformat(value)
     except ValueError:
         return None
+    return moment if moment_storable(moment) else None
 
 
 def claude_code_turns(lines: Iterable[str]) -> list[TranscriptTurn]:
     """Turns from Claude Code transcript JSONL lines: user and assistant text only; subagent
-    (sidechain) lines, meta lines and command echoes left out; each keyed by its own uuid."""
+    (sidechain) lines, meta lines and command echoes left out; each keyed by its own uuid. A line
+    that is not one (bad JSON, nesting too deep to read, text that is not a string) is skipped and
+    never costs the other lines."""
     turns = []
     for line in lines:
         try:
             entry = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if not isinstance(entry, dict) or entry.get("type") not in ("user", "assistant"):
             continue
@@ -64,7 +70,7 @@ def claude_code_turns(lines: Iterable[str]) -> list[TranscriptTurn]:
         message = entry.get("message")
         if not isinstance(message, dict):
             continue
-        text = text_of(message.get("content")).strip()
+        text = text_storable(text_of(message.get("content"))).strip()
         if not text or (entry["type"] == "user" and command_echo(text)):
             continue
         turns.append(

@@ -13,7 +13,7 @@ from memory.models import Scope
 from memory.selectors.visibility import Principal, scope_ids_held, scope_ids_readable
 from memory.services.attribution import GLOBAL, WORKSPACE, Attribution
 from memory.services.audit import audit_context, request_id_new
-from memory.services.errors import Forbidden, InvalidInput
+from memory.services.errors import Forbidden, InvalidInput, NotFound
 from memory.services.scopes import scope_get, scope_global, scope_resolve, scope_workspace
 
 P = ParamSpec("P")
@@ -48,7 +48,14 @@ def operation(fn: Callable[P, R]) -> Callable[P, R]:
 
 def _scope_of(principal: Principal, where: WhereIn, *, create: bool) -> Scope:
     if where.scope_id is not None:
-        return scope_get(scope_id=where.scope_id)
+        try:
+            return scope_get(scope_id=where.scope_id)
+        except NotFound:
+            # A key restricted to some scopes hears the same refusal for a scope that does not
+            # exist as for one it may not use: otherwise it could count the store's scopes.
+            if principal.scope_ids is not None:
+                raise _refusal() from None
+            raise
     if where.cwd or where.git_remote:
         return scope_resolve(
             cwd=where.cwd or None, git_remote=where.git_remote or None, create=create
@@ -60,9 +67,14 @@ def _scope_of(principal: Principal, where: WhereIn, *, create: bool) -> Scope:
     raise InvalidInput("name the scope (scope_id or cwd): this key holds several", field="scope")
 
 
+def _refusal() -> Forbidden:
+    # The scope is not named: its label is another project's name (or this machine's).
+    return Forbidden("this key may not use the scope it named or is in", field="scope")
+
+
 def _refuse_unless_allowed(principal: Principal, scope: Scope) -> None:
     if not principal.allows(scope):
-        raise Forbidden(f"this key may not use the scope {scope.label}", field="scope")
+        raise _refusal()
 
 
 def scope_for_read(*, caller: Caller, where: WhereIn) -> Scope:
@@ -105,7 +117,7 @@ def scope_for_memory(
     if target.pk == place.pk:
         return place, attribution.why
     if not caller.principal.allows(target):
-        return place, f"{attribution.why}, but this key does not hold {target.label}"
+        return place, f"{attribution.why}, but this key does not hold the {target.kind} scope"
     return target, attribution.why
 
 

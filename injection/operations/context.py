@@ -33,7 +33,7 @@ from memory.search.sessions import session_search
 from memory.selectors.reads import session_visible_pk, timeline_stretch
 from memory.selectors.visibility import scope_ids_held, scope_ids_readable, sessions_named
 from memory.services.errors import Conflict
-from memory.services.timeline import TurnInput
+from memory.services.timeline import TurnInput, turns_validate
 
 
 def _runtime_of(*, caller: Caller, data: SessionIn) -> str:
@@ -103,10 +103,10 @@ def _turn_input(turn: TurnItem | TurnIn) -> TurnInput:
 
 
 def _recorded(*, caller: Caller, data: SessionIn, turns: list[TurnItem]) -> dict:
+    inputs = [_turn_input(turn) for turn in turns]
+    turns_validate(turns=inputs)
     opened = _session_opened(caller=caller, data=data)
-    result = turns_sync(
-        session=opened, turns=[_turn_input(turn) for turn in turns], actor=caller.principal.actor
-    )
+    result = turns_sync(session=opened, turns=inputs, actor=caller.principal.actor)
     return {
         "session": session_as_dict(opened),
         "captured": result.captured,

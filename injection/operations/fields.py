@@ -5,9 +5,14 @@ same fields, same limits, and unknown fields refused (422 / tool error naming th
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from memory.services.bounds import text_storable
+from memory.services.bounds import (
+    MOMENT_EARLIEST,
+    MOMENT_LATEST,
+    moment_storable,
+    text_storable,
+)
 
 MemoryType = Literal["", "narrative", "fact", "self_concept"]
 MemoryStatusFilter = Literal["", "candidate", "active", "superseded", "expired", "rejected"]
@@ -20,6 +25,15 @@ DependsOn = Annotated[
 Tags = Annotated[list[Annotated[str, Field(min_length=1, max_length=100)]], Field(max_length=30)]
 TurnIds = Annotated[list[Annotated[int, Field(ge=1, le=2**62)]], Field(max_length=200)]
 Id = Annotated[int, Field(ge=1, le=2**62)]
+
+
+def _moment_checked(moment: datetime) -> datetime:
+    if not moment_storable(moment):
+        raise ValueError(f"must lie between {MOMENT_EARLIEST.date()} and {MOMENT_LATEST.date()}")
+    return moment
+
+
+Moment = Annotated[datetime, AfterValidator(_moment_checked)]
 
 
 def _storable(value: Any) -> Any:
@@ -81,7 +95,7 @@ class TurnItem(Strict):
     role: Literal["user", "assistant", "system", "tool"]
     content: str = Field(..., min_length=1, max_length=100_000)
     speaker: str = Field("", max_length=120)
-    occurred_at: datetime | None = None
+    occurred_at: Moment | None = None
     turn_id: str | None = Field(None, max_length=200)
 
 
@@ -109,8 +123,8 @@ class MemoryCommon(WhereIn):
     depends_on: DependsOn = Field(
         default_factory=list, description='conditions, e.g. "path:/abs/dir" or "memory:<id>"'
     )
-    expires_at: datetime | None = None
-    valid_from: datetime | None = None
+    expires_at: Moment | None = None
+    valid_from: Moment | None = None
     reason: Reason = ""
 
 
@@ -158,7 +172,7 @@ class MemoryChanges(NarrativeFields):
     content: str | None = Field(None, min_length=1, max_length=4000)
     confidence: float | None = Field(None, ge=0, le=1)
     depends_on: DependsOn | None = None
-    expires_at: datetime | None = None
+    expires_at: Moment | None = None
     pinned: bool | None = None
     secret: bool | None = None
 

@@ -1,5 +1,13 @@
-"""Bounds on how much of a text the matching work (embedding a query, extracting keywords) may
-see. The text itself is always stored whole; only the cost of matching it is capped."""
+"""Bounds on what a caller's input may be: how much of a text the matching work (embedding a
+query, extracting keywords) may see — the text itself is always stored whole, only the cost of
+matching it is capped — and which moments the store can hold."""
+
+from datetime import UTC, datetime
+
+# Moments a caller may give: well inside datetime's years 1–9999, so that converting a time zone
+# or adding a TTL of years to one cannot overflow.
+MOMENT_EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+MOMENT_LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 def text_bounded(text: str, *, limit: int) -> str:
@@ -15,3 +23,12 @@ def text_storable(text: str) -> str:
     """The text without NUL characters, which PostgreSQL text cannot hold: both backends store the
     same thing, and a NUL in a pasted log never fails a write."""
     return text.replace("\x00", "") if "\x00" in text else text
+
+
+def moment_storable(moment: datetime) -> bool:
+    """Whether the store can hold this moment and compute with it (a naive one read as UTC)."""
+    try:
+        utc = moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+    except OverflowError:
+        return False
+    return MOMENT_EARLIEST <= utc < MOMENT_LATEST

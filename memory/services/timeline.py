@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from memory.models import Actor, AuditAction, ContextTurn, Session, SessionOrigin
 from memory.services.audit import audit_record
-from memory.services.bounds import text_storable
+from memory.services.bounds import moment_storable, text_storable
 from memory.services.capture import turns_capture
 from memory.services.embedding import embedding_schedule
 from memory.services.errors import Conflict, InvalidInput
@@ -190,6 +190,15 @@ def _segment(
     )
 
 
+def turns_validate(*, turns: list[TurnInput]) -> None:
+    """Refuse turns that cannot be recorded (InvalidInput), so a caller can check them before it
+    opens a session for them: a refused batch leaves no empty session behind."""
+    if not turns:
+        raise InvalidInput("no turns to record", field="turns")
+    for turn in turns:
+        _validate_turn(turn)
+
+
 def _validate_turn(turn: TurnInput) -> None:
     external_id = turn.external_id
     if external_id is not None and (
@@ -203,6 +212,8 @@ def _validate_turn(turn: TurnInput) -> None:
         raise InvalidInput(f"role must be one of {ROLES}", field="role")
     if not turn.content or not turn.content.strip():
         raise InvalidInput("turn content must not be empty", field="content")
+    if turn.occurred_at is not None and not moment_storable(turn.occurred_at):
+        raise InvalidInput("a turn's time is out of the range the store holds", field="occurred_at")
     if len(turn.content) > TURN_MAX_CHARS:
         raise InvalidInput(
             f"turn content is longer than {TURN_MAX_CHARS} characters", field="content"
@@ -219,10 +230,7 @@ def turns_record(
     """Append raw turns to a session's timeline, verbatim, with one audit row for the batch. A turn
     whose runtime id the session already holds is skipped, so re-sending overlapping history is
     safe; returns only the turns stored now."""
-    if not turns:
-        raise InvalidInput("no turns to record", field="turns")
-    for turn in turns:
-        _validate_turn(turn)
+    turns_validate(turns=turns)
     if not Session.objects.filter(pk=session_id).exists():
         raise InvalidInput(f"unknown session {session_id!r}", field="session")
     return atomic_retrying(

@@ -115,6 +115,23 @@ def test_it_refuses_another_projects_scope(api, other_project, other_dir):
     assert not Session.objects.filter(external_id="s2").exists()
 
 
+def test_it_refuses_a_scope_it_may_not_use_as_one_that_does_not_exist(api, other_project):
+    """Before, the refusal named the scope ("may not use the scope 项目·billing-service") and an
+    unknown id answered "unknown scope": a key could list the store's projects by id."""
+    missing = other_project.pk + 1000
+    answers = [
+        (api.get(f"/api/v1/memories?scope_id={scope_id}"), scope_id)
+        for scope_id in (other_project.pk, missing)
+    ] + [
+        (_post(api, "/api/v1/narratives", {"scope_id": scope_id, "gesture": "x"}), scope_id)
+        for scope_id in (other_project.pk, missing)
+    ]
+
+    assert {response.status_code for response, _ in answers} == {403}
+    assert len({response.json()["detail"] for response, _ in answers}) == 1
+    assert "billing" not in answers[0][0].json()["detail"]
+
+
 def test_it_searches_only_what_the_key_holds(api, project, other_project):
     mine = narrative_seed(project, "the archive uses zstd compression")
     theirs = narrative_seed(other_project, "the billing uses zstd compression too")
@@ -884,3 +901,74 @@ def test_it_keeps_an_edited_memorys_dependency_on_a_secret_the_key_may_not_read(
 
     assert edited.status_code == 200, edited.json()
     assert Memory.objects.get(pk=edited.json()["id"]).depends_on == [f"memory:{secret.pk}"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/api/v1/narratives", {"gesture": "x", "valid_from": "9999-12-31T23:59:59-23:59"}),
+        ("/api/v1/narratives", {"gesture": "x", "expires_at": "0001-01-01T00:00:00+14:00"}),
+        (
+            "/api/v1/facts",
+            {
+                "profile_name": "u",
+                "kind": "fact",
+                "predicate": "plan",
+                "value": "x",
+                "valid_from": "9999-12-31T00:00:00Z",
+            },
+        ),
+        (
+            "/api/v1/turns",
+            {
+                "session_id": "far-future",
+                "turns": [
+                    {"role": "user", "content": "x", "occurred_at": "9999-12-31T23:59:59-23:59"}
+                ],
+            },
+        ),
+    ],
+)
+def test_it_refuses_a_moment_the_store_cannot_hold_and_stores_nothing(api, project, path, body):
+    """Before, these answered 500 (OverflowError converting the time zone or adding a TTL), and the
+    turns left an empty session behind."""
+    response = _post(api, path, body)
+
+    assert response.status_code == 422, response.content
+    assert "between" in json.dumps(response.json()["detail"])
+    assert not Memory.objects.exists() and not Session.objects.exists()
+
+
+def test_it_leaves_no_session_behind_for_turns_it_refuses(api, project):
+    response = _post(
+        api, "/api/v1/turns", {"session_id": "blank", "turns": [{"role": "user", "content": "  "}]}
+    )
+
+    assert response.status_code == 400, response.content
+    assert not Session.objects.exists()
+
+
+def test_it_records_a_transcripts_good_lines_past_the_bad_ones(api, project):
+    def line(text, **extra):
+        return json.dumps(
+            {"type": "user", "uuid": f"u-{len(text)}", "message": {"content": text}, **extra}
+        )
+
+    lines = [
+        "[" * 100_000 + "]" * 100_000,
+        json.dumps(
+            {"type": "user", "uuid": "n", "message": {"content": [{"type": "text", "text": 123}]}}
+        ),
+        line("\u0000\u0000"),
+        line("the far future", timestamp="9999-12-31T23:59:59-23:59"),
+        line("the migration moved to Tuesday"),
+    ]
+
+    response = _post(api, "/api/v1/transcripts", {"session_id": "cc-9", "lines": lines})
+
+    assert response.status_code == 200, response.content
+    assert response.json()["recorded"] == 2
+    assert sorted(ContextTurn.objects.values_list("content", flat=True)) == [
+        "the far future",
+        "the migration moved to Tuesday",
+    ]

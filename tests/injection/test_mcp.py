@@ -260,7 +260,11 @@ def test_it_keeps_an_http_key_inside_its_scopes(http_server, project, other_proj
 
     result = anyio.run(scenario)
 
-    assert result.is_error and "may not use the scope" in result.content[0].text
+    assert (
+        result.is_error
+        and "may not use the scope" in result.content[0].text
+        and other_dir.name not in result.content[0].text
+    )
     assert not Memory.objects.filter(scope=other_project).exists()
 
 
