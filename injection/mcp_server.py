@@ -98,13 +98,20 @@ def _json_response(status: int, detail: str, headers: list | None = None) -> lis
     ]
 
 
+SESSION_HEADER = b"mcp-session-id"
+
+
 class BearerKeyMiddleware:
     """Refuses any HTTP request without a valid API key (401) and hands the key's principal to
     the tools through the ASGI scope. `/.well-known/…` answers 404: we serve no OAuth, and a 401
-    there would send spec-following clients into an OAuth discovery flow."""
+    there would send spec-following clients into an OAuth discovery flow.
+
+    An MCP session belongs to the key that opened it: a request naming another key's session id
+    answers 404, as an unknown one does, so one key cannot close or talk into another's session."""
 
     def __init__(self, app) -> None:
         self.app = app
+        self.session_keys: dict[str, int | None] = {}
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -128,7 +135,22 @@ class BearerKeyMiddleware:
             ):
                 await send(message)
             return
-        await self.app({**scope, PRINCIPAL_KEY: principal}, receive, send)
+        session_id = headers.get(SESSION_HEADER, b"").decode("latin-1")
+        if session_id and self.session_keys.get(session_id, principal.key_id) != principal.key_id:
+            for message in _json_response(404, "Session not found"):
+                await send(message)
+            return
+
+        async def send_noting_the_session(message) -> None:
+            if message["type"] == "http.response.start":
+                opened = dict(message.get("headers") or []).get(SESSION_HEADER)
+                if opened:
+                    self.session_keys[opened.decode("latin-1")] = principal.key_id
+            await send(message)
+
+        await self.app({**scope, PRINCIPAL_KEY: principal}, receive, send_noting_the_session)
+        if scope.get("method") == "DELETE" and session_id:
+            self.session_keys.pop(session_id, None)
 
 
 def _authenticate(token: str):

@@ -240,6 +240,65 @@ def test_it_refuses_http_without_a_key_or_from_a_foreign_host_or_origin(http_ser
     assert _raw_post(http_server, auth) == 200
 
 
+def _raw_request(url: str, *, method: str, headers: dict, message: dict | None = None):
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(message).encode() if message else None,
+        method=method,
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            **headers,
+        },
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.headers
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers
+
+
+def test_it_keeps_an_mcp_session_to_the_key_that_opened_it(http_server, project, other_project):
+    """Before, key B could close key A's MCP session (or post into it) by its session id."""
+    _, key_a = apikey_create(name="agent a", scope_ids=[project.pk])
+    _, key_b = apikey_create(name="agent b", scope_ids=[other_project.pk])
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": HANDSHAKE_PROTOCOL_VERSIONS[-1],
+            "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "1"},
+        },
+    }
+    status, headers = _raw_request(
+        http_server, method="POST", headers={"Authorization": f"Bearer {key_a}"}, message=initialize
+    )
+    assert status == 200
+    session = {"mcp-session-id": headers["mcp-session-id"]}
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+
+    closed_by_b = _raw_request(
+        http_server, method="DELETE", headers={"Authorization": f"Bearer {key_b}", **session}
+    )
+    posted_by_b = _raw_request(
+        http_server,
+        method="POST",
+        headers={"Authorization": f"Bearer {key_b}", **session},
+        message=listing,
+    )
+    listed_by_a = _raw_request(
+        http_server,
+        method="POST",
+        headers={"Authorization": f"Bearer {key_a}", **session},
+        message=listing,
+    )
+
+    assert closed_by_b[0] == 404 and posted_by_b[0] == 404
+    assert listed_by_a[0] == 200
+
+
 def test_it_keeps_an_http_key_inside_its_scopes(http_server, project, other_project, other_dir):
     _, key = apikey_create(name="http agent", scope_ids=[project.pk])
 
