@@ -49,7 +49,7 @@ from injection.operations.fields import (
 )
 from injection.services.access import apikey_authenticate
 from memory.selectors.visibility import Principal
-from memory.services.audit import request_id_new
+from memory.services.audit import request_id_given
 from memory.services.errors import Conflict, Forbidden, InvalidInput, NotFound, TidelineError
 
 logger = logging.getLogger(__name__)
@@ -151,10 +151,7 @@ def _unexpected(request, exc):
 
 def _request_id(request) -> str:
     if not hasattr(request, "tideline_request_id"):
-        given = request.headers.get(REQUEST_ID_HEADER, "")
-        request.tideline_request_id = (
-            given[:64] if given.isprintable() and given else request_id_new()
-        )
+        request.tideline_request_id = request_id_given(request.headers.get(REQUEST_ID_HEADER, ""))
     return request.tideline_request_id
 
 

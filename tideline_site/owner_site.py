@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.contrib.admin.apps import SimpleAdminConfig
 from django.contrib.admin.checks import check_admin_app, check_dependencies
 from django.core import checks
+from django.db import transaction
 
 
 class OwnerAdminSite(admin.AdminSite):
@@ -20,6 +21,23 @@ class OwnerAdminSite(admin.AdminSite):
         from memory.admin.dashboard import dashboard_context
 
         return super().index(request, {**dashboard_context(), **(extra_context or {})})
+
+    def password_change(self, request, extra_context=None):
+        """The owner's own password, changed, is a decision like any other: one audit row, in the
+        same transaction as the new hash, which it never holds."""
+        from memory.admin.base import owner_reason
+        from memory.services.accounts import account_change_record
+
+        with transaction.atomic():
+            response = super().password_change(request, extra_context)
+            if request.method == "POST" and response.status_code == 302:
+                account_change_record(
+                    account=request.user,
+                    created=False,
+                    changes={"password": (None, None)},
+                    reason=owner_reason(request, "changed own password"),
+                )
+        return response
 
 
 def owner_admin_check(app_configs, **kwargs) -> list:

@@ -85,6 +85,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "tideline_site.owner_audit.OwnerPanelAuditMiddleware",
 ]
 
 ROOT_URLCONF = "tideline_site.urls"

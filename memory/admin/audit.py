@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 
-from memory.admin.base import ReadOnlyAdmin
+from memory.admin.base import ReadOnlyAdmin, id_parse
 from memory.admin.display import (
     RAW_KEYS_TITLE,
     actor_text,
@@ -24,14 +24,14 @@ class MemoryTouchedFilter(admin.SimpleListFilter):
     parameter_name = "memory"
 
     def lookups(self, request, model_admin):
-        value = self.value()
-        return [(value, f"#{value}")] if value and value.isdigit() else []
+        memory_id = id_parse(self.value() or "")
+        return [] if memory_id is None else [(str(memory_id), f"#{memory_id}")]
 
     def queryset(self, request, queryset):
-        value = self.value()
-        if not value or not value.isdigit():
+        memory_id = id_parse(self.value() or "")
+        if memory_id is None:
             return queryset
-        return queryset.filter(pk__in=audit_events_of_memory(memory_id=int(value)).values("pk"))
+        return queryset.filter(pk__in=audit_events_of_memory(memory_id=memory_id).values("pk"))
 
 
 @admin.register(AuditEvent)

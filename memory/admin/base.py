@@ -1,19 +1,83 @@
-"""What every page of the owner panel shares: nothing is deleted, and nothing is written around the
-services (which are what keep the audit log complete)."""
+"""What every page of the owner panel shares: nothing is deleted, nothing is written around the
+services (which are what keep the audit log complete), and no input from a URL or a tampered form
+makes a page fail with a 500."""
+
+import re
+from contextlib import nullcontext
 
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.db import DataError, connections, router, transaction
 from django.http import HttpRequest
 
 from memory.models import Actor
 from memory.services.errors import TidelineError
 
+# The largest id any table here holds (a signed 64-bit key); a larger one names no row.
+ID_MAX = 2**63 - 1
 
-class NoDeleteAdmin(admin.ModelAdmin):
-    """Tideline never physically deletes: the owner's "delete" is the audited expire action.
-    Other apps registering models in the owner panel should build on this class too."""
+
+def id_parse(text: str) -> int | None:
+    """An id typed in a URL or posted by a form, or None. `str.isdigit` and `int` both take more
+    than ASCII digits ("²" is a digit to one and not the other), and a number past the key's range
+    fails in the database driver instead of matching nothing."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    value = int(text)
+    return value if value <= ID_MAX else None
+
+
+class OwnerPanelMixin:
+    """Shared by every ModelAdmin on the owner panel, Django's account pages included."""
 
     def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field=None):
+        """Django turns an id that is not a number into "no such row", but passes one past the
+        key's range on to the database driver, which fails. Every table here has an integer key."""
+        if from_field is None and id_parse(object_id) is None:
+            return None
+        return super().get_object(request, object_id, from_field)
+
+    def get_changelist_instance(self, request: HttpRequest):
+        """Django checks that a filter in the URL names a field, not that its value fits one: an id
+        past the key's range, or a year datetime cannot hold, fails only when the list is counted.
+        That is bad input, so it gets Django's own answer to bad filters, the `?e=1` redirect."""
+        for name, value in request.GET.items():
+            # SQLite runs a regex filter through Python's `re`, and a pattern it cannot compile
+            # fails the query as an OperationalError, which is also how a broken database fails.
+            if name.endswith(("__regex", "__iregex")):
+                try:
+                    re.compile(value)
+                except re.error as exc:
+                    raise IncorrectLookupParameters(exc) from exc
+        using = router.db_for_read(self.model)
+        # Inside a transaction (tests; ATOMIC_REQUESTS) PostgreSQL refuses every later statement
+        # after a failed one, so the count gets a savepoint to roll back to. In autocommit there is
+        # nothing to break, and SQLite's IMMEDIATE mode would make a BEGIN take the write lock.
+        in_transaction = connections[using].in_atomic_block
+        try:
+            with transaction.atomic(using=using) if in_transaction else nullcontext():
+                return super().get_changelist_instance(request)
+        except (DataError, OverflowError, ValueError) as exc:
+            raise IncorrectLookupParameters(exc) from exc
+
+    def response_action(self, request: HttpRequest, queryset):
+        """Django filters the selection by the posted ids as they come, so a tampered one fails in
+        the database. Every table here has an integer key: anything else selects no row, and the
+        whole selection is refused rather than acted on in part."""
+        for text in request.POST.getlist(ACTION_CHECKBOX_NAME):
+            if id_parse(text) is None:
+                messages.error(request, f"{text!r} is not a row id; nothing was changed.")
+                return None
+        return super().response_action(request, queryset)
+
+
+class NoDeleteAdmin(OwnerPanelMixin, admin.ModelAdmin):
+    """Tideline never physically deletes: the owner's "delete" is the audited expire action.
+    Other apps registering models in the owner panel should build on this class too."""
 
 
 class ReadOnlyAdmin(NoDeleteAdmin):

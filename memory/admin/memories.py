@@ -149,6 +149,10 @@ class MemoryAdminBase(ReadOnlyAdmin):
             raise Http404(f"unknown lifecycle action {verb!r}")
         if not self.has_owner_action_permission(request):
             raise PermissionDenied
+        # Memory ids are shared by every kind: a narrative's id on the fact page must not pin the
+        # narrative and then send the owner to a fact that does not exist.
+        if self.get_object(request, str(memory_id)) is None:
+            raise Http404(f"no {self.opts.verbose_name} #{memory_id}")
         lifecycle_apply(request, verb=verb, ids=[memory_id])
         opts = self.opts
         return HttpResponseRedirect(
@@ -354,7 +358,7 @@ class FactAdmin(MemoryAdminBase):
         writes the new value under the same stable key and records the decision."""
         if not self.has_owner_action_permission(request):
             raise PermissionDenied
-        fact = Fact.objects.select_related("scope", "profile").filter(pk=fact_id).first()
+        fact = self.get_object(request, str(fact_id))
         if fact is None:
             raise Http404(f"unknown fact {fact_id}")
         change_url = reverse("admin:memory_fact_change", args=[fact.pk])

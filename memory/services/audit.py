@@ -35,6 +35,12 @@ def request_id_new() -> str:
     return uuid.uuid4().hex
 
 
+def request_id_given(header: str) -> str:
+    """The request id a caller sent (X-Request-Id), as the audit log keeps it, or a fresh one when
+    it sent none or one that is not printable text."""
+    return header[:REQUEST_ID_MAX_CHARS] if header.isprintable() and header else request_id_new()
+
+
 @contextmanager
 def audit_context(
     *, actor: str, key_id: int | None = None, request_id: str = ""

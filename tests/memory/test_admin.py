@@ -1,7 +1,9 @@
+import json
+
 import pytest
 from django.apps import apps
 from django.contrib import admin
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, Permission, User
 from django.test import RequestFactory
 from django.urls import reverse
 from django.utils import timezone
@@ -389,3 +391,133 @@ def test_it_shows_the_supersession_in_the_old_versions_history(owner_client, pro
     assert rows == {("insert", original.pk), ("invalidate", successor.pk)}
     page = owner_client.get(admin_url(Narrative, "change", original.pk)).content.decode()
     assert f"edit of narrative #{original.pk}" in page
+
+
+NEW_PASSWORD = "tide-Line-secret-42"
+
+
+def account_events(account) -> list[AuditEvent]:
+    return list(
+        AuditEvent.objects.filter(
+            target_type=account._meta.model_name, target_id=account.pk
+        ).order_by("id")
+    )
+
+
+def assert_owner_decision(event: AuditEvent, *, action: str, request_id: str = "") -> None:
+    assert (event.actor, event.action) == ("owner", action)
+    assert "owner panel" in event.reason and event.reason.endswith("by owner")
+    if request_id:
+        assert event.request_id == request_id
+    else:
+        assert len(event.request_id) == 32
+    assert event.key_id is None
+
+
+def assert_no_secret(event: AuditEvent, account) -> None:
+    written = json.dumps([event.before, event.after, event.reason], ensure_ascii=False)
+    assert NEW_PASSWORD not in written
+    assert account.password[:20] not in written
+
+
+def test_it_audits_a_group_the_owner_adds(owner_client):
+    view_fact = Permission.objects.get(codename="view_fact")
+    response = owner_client.post(
+        reverse("admin:auth_group_add"), {"name": "readers", "permissions": [view_fact.pk]}
+    )
+    assert response.status_code == 302
+    group = Group.objects.get(name="readers")
+    [event] = account_events(group)
+    assert_owner_decision(event, action="insert")
+    assert event.before is None
+    assert event.after == {"name": "readers", "permissions": [str(view_fact)]}
+
+
+def test_it_audits_a_user_the_owner_adds_without_the_password(owner_client):
+    response = owner_client.post(
+        reverse("admin:auth_user_add"),
+        {
+            "username": "alice",
+            "usable_password": "true",
+            "password1": NEW_PASSWORD,
+            "password2": NEW_PASSWORD,
+        },
+    )
+    assert response.status_code == 302
+    alice = User.objects.get(username="alice")
+    [event] = account_events(alice)
+    assert_owner_decision(event, action="insert")
+    assert event.after["username"] == "alice"
+    assert event.after["password"] == "changed"
+    assert_no_secret(event, alice)
+
+
+def test_it_audits_ticking_superuser_with_the_callers_request_id(owner_client):
+    alice = User.objects.create_user("alice", password=NEW_PASSWORD)
+    response = owner_client.post(
+        reverse("admin:auth_user_change", args=[alice.pk]),
+        {
+            "username": "alice",
+            "is_active": "on",
+            "is_superuser": "on",
+            "date_joined_0": "2026-01-01",
+            "date_joined_1": "00:00:00",
+        },
+        headers={"X-Request-Id": "req-owner-1"},
+    )
+    assert response.status_code == 302
+    alice.refresh_from_db()
+    assert alice.is_superuser
+    [event] = account_events(alice)
+    assert_owner_decision(event, action="update", request_id="req-owner-1")
+    assert (event.before["is_superuser"], event.after["is_superuser"]) == (False, True)
+    assert "password" not in event.after
+    assert_no_secret(event, alice)
+
+
+def test_it_audits_a_password_the_owner_sets_on_a_users_page(owner_client):
+    alice = User.objects.create_user("alice", password="an-old-password-1")
+    response = owner_client.post(
+        reverse("admin:auth_user_password_change", args=[alice.pk]),
+        {"usable_password": "true", "password1": NEW_PASSWORD, "password2": NEW_PASSWORD},
+    )
+    assert response.status_code == 302
+    alice.refresh_from_db()
+    assert alice.check_password(NEW_PASSWORD)
+    [event] = account_events(alice)
+    assert_owner_decision(event, action="update")
+    assert event.after["password"] == "changed"
+    assert_no_secret(event, alice)
+
+
+def test_it_audits_the_owners_own_password_change_without_the_password(owner, owner_client):
+    owner.set_password("an-old-password-1")
+    owner.save()
+    owner_client.force_login(owner)
+    response = owner_client.post(
+        reverse("admin:password_change"),
+        {
+            "old_password": "an-old-password-1",
+            "new_password1": NEW_PASSWORD,
+            "new_password2": NEW_PASSWORD,
+        },
+        headers={"X-Request-Id": "req-own-password"},
+    )
+    assert response.status_code == 302
+    owner.refresh_from_db()
+    assert owner.check_password(NEW_PASSWORD)
+    [event] = account_events(owner)
+    assert_owner_decision(event, action="update", request_id="req-own-password")
+    assert event.after == {"password": "changed"}
+    assert_no_secret(event, owner)
+
+
+def test_it_stamps_a_lifecycle_button_with_the_callers_request_id(owner_client, preference):
+    response = owner_client.post(
+        reverse("admin:memory_fact_lifecycle", args=[preference.pk, "pin"]),
+        headers={"X-Request-Id": "req-pin-1"},
+    )
+
+    assert response.status_code == 302
+    event = AuditEvent.objects.filter(target_id=preference.pk).latest("pk")
+    assert event.actor == "owner" and event.request_id == "req-pin-1"
