@@ -168,7 +168,10 @@ def mcp_http_app(*, server: MCPServer, host: str, port: int, max_body: int):
         allowed_hosts=[f"{name}:{port}" for name in sorted(hosts)],
         allowed_origins=[f"http://{name}:{port}" for name in sorted(hosts)],
     )
+    # Each answer is one JSON body, not a server-sent event: Tideline streams nothing, and the SDK's
+    # client refuses an event over 1 MiB, which a search over long pasted turns passes (every
+    # client must take both forms).
     app = server.streamable_http_app(
-        transport_security=security, host=host, max_request_body_size=max_body
+        transport_security=security, host=host, max_request_body_size=max_body, json_response=True
     )
     return BearerKeyMiddleware(app)

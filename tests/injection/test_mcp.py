@@ -22,6 +22,7 @@ from injection.mcp_tools import TOOLS
 from injection.services.access import apikey_create
 from memory.models import Memory, MemoryStatus, ScopeKind
 from memory.services.scopes import scope_ensure
+from memory.services.timeline import TurnInput, session_start, turns_record
 from tests.conftest import database_url
 
 EXPECTED_TOOLS = {
@@ -297,6 +298,32 @@ def test_it_keeps_an_mcp_session_to_the_key_that_opened_it(http_server, project,
 
     assert closed_by_b[0] == 404 and posted_by_b[0] == 404
     assert listed_by_a[0] == 200
+
+
+def test_it_answers_a_search_over_long_pasted_turns_to_the_sdks_own_client(http_server, project):
+    """Before, the answer was one server-sent event, which the SDK's client refuses past 1 MiB:
+    twelve pasted logs of 100,000 characters made every search of them fail."""
+    _, key = apikey_create(name="http agent", scope_ids=[project.pk])
+    session = session_start(runtime="cli", external_id="pasted", scope_id=project.pk)
+    turns_record(
+        session_id=session.pk,
+        turns=[TurnInput(role="user", content=f"kiwi log {n} " + "x" * 99_980) for n in range(12)],
+    )
+
+    async def scenario():
+        client = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+        async with (
+            client,
+            streamable_http_client(http_server, http_client=client) as (read, write),
+            ClientSession(read, write) as mcp,
+        ):
+            await mcp.initialize()
+            return await mcp.call_tool("context_search", {"q": "kiwi log", "limit": 12})
+
+    result = anyio.run(scenario)
+
+    assert not result.is_error, result.content
+    assert len(result.structured_content["results"]) == 12
 
 
 def test_it_keeps_an_http_key_inside_its_scopes(http_server, project, other_project, other_dir):
