@@ -12,7 +12,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI, Query, Schema
 from ninja.errors import AuthenticationError
 from ninja.security import HttpBearer
@@ -90,6 +90,29 @@ MANY = {200: list[dict], **ERRORS}
 
 def _error(request, status: int, message: str):
     return api.create_response(request, {"detail": message}, status=status)
+
+
+class ApiErrorsAsJsonMiddleware:
+    """Every error under /api/ answers `{"detail": …}`, as the routes' own errors do: a path no
+    route serves and a method a route does not take are answered by Django and django-ninja as an
+    HTML page or plain text, which an agent's client cannot parse as an error."""
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if (
+            request.path.startswith("/api/")
+            and response.status_code in (404, 405)
+            and not response.get("Content-Type", "").startswith("application/json")
+        ):
+            detail = "no such route" if response.status_code == 404 else "method not allowed"
+            answer = JsonResponse({"detail": detail}, status=response.status_code)
+            if response.has_header("Allow"):
+                answer["Allow"] = response["Allow"]
+            return answer
+        return response
 
 
 @api.exception_handler(InvalidInput)

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from memory.services.bounds import moment_storable, text_storable
+from memory.services.bounds import moment_storable, text_storable, text_well_formed
 from memory.services.capture import command_echo
 
 TURN_MAX_CHARS = 100_000
@@ -70,14 +70,14 @@ def claude_code_turns(lines: Iterable[str]) -> list[TranscriptTurn]:
         message = entry.get("message")
         if not isinstance(message, dict):
             continue
-        text = text_storable(text_of(message.get("content"))).strip()
+        text = text_well_formed(text_storable(text_of(message.get("content")))).strip()
         if not text or (entry["type"] == "user" and command_echo(text)):
             continue
         turns.append(
             TranscriptTurn(
                 role="assistant" if entry["type"] == "assistant" else "user",
                 content=text[:TURN_MAX_CHARS],
-                turn_id=str(entry.get("uuid") or "")[:200] or None,
+                turn_id=text_well_formed(str(entry.get("uuid") or "")[:200]) or None,
                 occurred_at=moment_parse(entry.get("timestamp")),
             )
         )

@@ -86,6 +86,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "tideline_site.owner_audit.OwnerPanelAuditMiddleware",
+    "injection.api.ApiErrorsAsJsonMiddleware",
 ]
 
 ROOT_URLCONF = "tideline_site.urls"

@@ -2,7 +2,7 @@
 each MCP tool's parameters are generated from the same model. So the two shells cannot drift:
 same fields, same limits, and unknown fields refused (422 / tool error naming the field)."""
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
@@ -28,9 +28,11 @@ Id = Annotated[int, Field(ge=1, le=2**62)]
 
 
 def _moment_checked(moment: datetime) -> datetime:
+    """A moment the store can hold; one without a time zone is read as UTC, as the store keeps
+    every moment, so the answer to a write shows what a later read will."""
     if not moment_storable(moment):
         raise ValueError(f"must lie between {MOMENT_EARLIEST.date()} and {MOMENT_LATEST.date()}")
-    return moment
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 Moment = Annotated[datetime, AfterValidator(_moment_checked)]
@@ -47,7 +49,8 @@ def _storable(value: Any) -> Any:
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # NaN and Infinity are refused as what they are, not as "less than or equal to 1".
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     @field_validator("*", mode="before")
     @classmethod

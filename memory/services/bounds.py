@@ -25,6 +25,12 @@ def text_storable(text: str) -> str:
     return text.replace("\x00", "") if "\x00" in text else text
 
 
+def text_well_formed(text: str) -> str:
+    """The text with any lone UTF-16 surrogate (which JSON's "\\ud800" escape can carry, and no
+    database can store) replaced by "?"."""
+    return text.encode("utf-8", errors="replace").decode("utf-8")
+
+
 def moment_storable(moment: datetime) -> bool:
     """Whether the store can hold this moment and compute with it (a naive one read as UTC)."""
     try:

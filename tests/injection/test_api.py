@@ -961,14 +961,58 @@ def test_it_records_a_transcripts_good_lines_past_the_bad_ones(api, project):
         ),
         line("\u0000\u0000"),
         line("the far future", timestamp="9999-12-31T23:59:59-23:59"),
+        line("a lone \ud800 surrogate"),
         line("the migration moved to Tuesday"),
     ]
 
     response = _post(api, "/api/v1/transcripts", {"session_id": "cc-9", "lines": lines})
 
     assert response.status_code == 200, response.content
-    assert response.json()["recorded"] == 2
+    assert response.json()["recorded"] == 3
     assert sorted(ContextTurn.objects.values_list("content", flat=True)) == [
+        "a lone ? surrogate",
         "the far future",
         "the migration moved to Tuesday",
     ]
+
+
+def test_it_reads_a_moment_without_a_time_zone_as_utc_in_its_answer_too(api, project):
+    written = _post(
+        api,
+        "/api/v1/narratives",
+        {"gesture": "the lease ends in spring", "expires_at": "2030-01-01T00:00:00"},
+    )
+
+    assert written.status_code == 200, written.content
+    assert written.json()["expires_at"] == "2030-01-01T00:00:00+00:00"
+    assert (
+        api.get(f"/api/v1/memories/{written.json()['id']}").json()["expires_at"]
+        == (written.json()["expires_at"])
+    )
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity"])
+def test_it_refuses_a_number_that_is_not_finite_as_such(api, project, number):
+    response = api.post(
+        "/api/v1/narratives",
+        data=f'{{"gesture": "x", "confidence": {number}}}',
+        content_type="application/json",
+    )
+
+    assert response.status_code == 422
+    assert "finite" in json.dumps(response.json()["detail"])
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("get", "/api/v1/nope", 404),
+        ("get", "/api/v1/stats/", 404),
+        ("put", "/api/v1/facts", 405),
+    ],
+)
+def test_it_answers_a_route_it_does_not_serve_with_json(api, method, path, status):
+    response = getattr(api, method)(path)
+
+    assert response.status_code == status
+    assert response.json()["detail"]
