@@ -1,7 +1,7 @@
 """Importing past sessions: Claude Code JSONL transcripts, Hermes session files, generic JSONL.
 
-Parsers are pure (text in, sessions out); `session_import` writes one parsed session through the
-timeline services. Every turn carries a stable id from its source (the transcript's uuid, or the
+Parsers are pure (text in, sessions out); `sessions_import` writes one file's sessions through
+the timeline services. Every turn carries a stable id from its source (the transcript's uuid, or the
 session and position), so importing the same files again adds nothing.
 """
 
@@ -14,12 +14,13 @@ from pathlib import Path
 
 from django.utils.dateparse import parse_datetime
 
-from injection.services.sync import SessionRef, SyncResult, session_open, turns_sync
+from injection.services.sync import SessionRef, session_open, turns_sync
 from injection.transcripts import claude_code_turns, text_of
 from memory.models import Actor, Scope, ScopeKind
+from memory.services.bounds import MOMENT_EARLIEST, MOMENT_LATEST, moment_storable
 from memory.services.errors import InvalidInput
 from memory.services.scopes import scope_resolve
-from memory.services.timeline import TURN_MAX_CHARS, TurnInput
+from memory.services.timeline import TURN_MAX_CHARS, TurnInput, turns_validate
 
 FORMATS = ("claude", "hermes", "jsonl")
 IMPORTED_ROLES = ("user", "assistant")
@@ -36,26 +37,36 @@ class ParsedSession:
     turns: list[TurnInput] = field(default_factory=list)
 
 
-def _when(value) -> datetime | None:
-    if isinstance(value, datetime):
-        return value
-    if isinstance(value, (int, float)):
-        return datetime.fromtimestamp(value, tz=UTC)
-    if isinstance(value, str) and value:
-        try:
-            parsed = parse_datetime(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        # Hermes writes naive local times (datetime.now()): this machine's zone.
-        return parsed.astimezone() if parsed and parsed.tzinfo is None else parsed
-    return None
+def _when(value, *, turn_id: str) -> datetime | None:
+    """When a turn happened, or None when its source does not say. A time that cannot be read,
+    or that the store cannot hold, refuses the file: stored as "now" it would put the turn in
+    the wrong place of the timeline for good."""
+    if value is None or value == "":
+        return None
+    moment = None
+    try:
+        if isinstance(value, datetime):
+            moment = value
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            moment = datetime.fromtimestamp(value, tz=UTC)
+        elif isinstance(value, str):
+            moment = parse_datetime(value.replace("Z", "+00:00"))
+    except (OverflowError, OSError, ValueError):
+        moment = None
+    if moment is None or not moment_storable(moment):
+        raise InvalidInput(
+            f"turn {turn_id}: time {value!r} is not an ISO date-time or epoch between"
+            f" {MOMENT_EARLIEST.date()} and {MOMENT_LATEST.date()}"
+        )
+    # Hermes writes naive local times (datetime.now()): this machine's zone.
+    return moment.astimezone() if moment.tzinfo is None else moment
 
 
 def _turn(role: str, content: str, turn_id: str, when) -> TurnInput:
     return TurnInput(
         role=role,
         content=content[:TURN_MAX_CHARS],
-        occurred_at=_when(when),
+        occurred_at=_when(when, turn_id=turn_id),
         meta={"external_id": turn_id[:200]},
     )
 
@@ -90,7 +101,10 @@ def hermes_parse(path: Path) -> Iterator[ParsedSession]:
         return
     if path.name.startswith(HERMES_DEBUG_DUMP_PREFIX):
         return
-    data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except ValueError as exc:
+        raise InvalidInput(f"{path.name}: not JSON ({exc})") from exc
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise InvalidInput(f"{path.name}: not a Hermes session (no messages list)")
     session_id = str(data.get("session_id") or path.stem.removeprefix("session_"))
@@ -163,7 +177,11 @@ def jsonl_parse(path: Path) -> Iterator[ParsedSession]:
             name, ParsedSession(runtime="generic", external_id=name, cwd=str(row.get("cwd") or ""))
         )
         turn_id = str(row.get("id") or f"{name}:{len(session.turns)}")
-        session.turns.append(_turn(row["role"], text_of(row["content"]), turn_id, row.get("ts")))
+        try:
+            turn = _turn(row["role"], text_of(row["content"]), turn_id, row.get("ts"))
+        except InvalidInput as exc:
+            raise InvalidInput(f"{path.name} line {number}: {exc}") from exc
+        session.turns.append(turn)
     yield from sessions.values()
 
 
@@ -215,24 +233,44 @@ def scope_of_transcript(*, cwd: str, source: str) -> Scope:
     return scope_resolve(explicit=f"project:{cwd or source}")
 
 
-def session_import(
-    *, parsed: ParsedSession, source: str = "", scope_override: str = "", actor: str = Actor.OWNER
-) -> SyncResult:
-    """Record one parsed session in the scope of its own cwd (or the override), skipping every
-    turn already imported."""
-    if scope_override:
-        scope = scope_resolve(explicit=scope_override)
-    else:
-        scope = scope_of_transcript(cwd=parsed.cwd, source=source)
-    session = session_open(
-        ref=SessionRef(
-            runtime=parsed.runtime,
-            external_id=parsed.external_id,
-            scope_id=scope.pk,
-            cwd=parsed.cwd,
-        ),
-        actor=actor,
-    )
-    if not parsed.turns:
-        return SyncResult(session=session, recorded=[], skipped=0, captured=True)
-    return turns_sync(session=session, turns=parsed.turns, actor=actor)
+@dataclass
+class FileImportReport:
+    sessions: int = 0
+    recorded: int = 0
+    skipped: int = 0
+
+
+def sessions_import(
+    *, path: Path, format: str = "auto", scope: Scope | None = None, actor: str = Actor.OWNER
+) -> FileImportReport:
+    """Import every session of one file, each in the scope of its own cwd (or `scope`), skipping
+    every turn already imported. The whole file is read and every turn checked before the first
+    session is opened, so a file refused for what it holds leaves no session behind."""
+    try:
+        kind = format_guess(path) if format == "auto" else format
+        sessions = list(PARSERS[kind](path))
+    except OSError as exc:
+        raise InvalidInput(f"cannot read it ({exc.strerror or exc})") from exc
+    for parsed in sessions:
+        if parsed.turns:
+            try:
+                turns_validate(turns=parsed.turns)
+            except InvalidInput as exc:
+                raise InvalidInput(f"session {parsed.external_id}: {exc}") from exc
+    report = FileImportReport()
+    for parsed in sessions:
+        session = session_open(
+            ref=SessionRef(
+                runtime=parsed.runtime,
+                external_id=parsed.external_id,
+                scope_id=(scope or scope_of_transcript(cwd=parsed.cwd, source=str(path))).pk,
+                cwd=parsed.cwd,
+            ),
+            actor=actor,
+        )
+        report.sessions += 1
+        if parsed.turns:
+            result = turns_sync(session=session, turns=parsed.turns, actor=actor)
+            report.recorded += len(result.recorded)
+            report.skipped += result.skipped
+    return report

@@ -23,6 +23,8 @@ from pathlib import Path
 from django.core.management.base import CommandError
 from django.db import connection, transaction
 
+from memory.management.arguments import LIMIT_MAX, bounded_int
+
 KS = (5, 10, 25, 50)
 SESSION_KS = (5, 10, 25)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -43,7 +45,10 @@ _EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
 def add_arguments(parser) -> None:
     parser.add_argument("--data", required=True, help="path to locomo10.json")
     parser.add_argument(
-        "--conversations", type=int, default=0, help="only the first N conversations (0 = all)"
+        "--conversations",
+        type=bounded_int(low=0, high=LIMIT_MAX),
+        default=0,
+        help="only the first N conversations (0 = all)",
     )
     parser.add_argument(
         "--block",
@@ -434,6 +439,16 @@ def figures_print(figures: dict, out) -> None:
     )
 
 
+def _is_sample(sample) -> bool:
+    return (
+        isinstance(sample, dict)
+        and "sample_id" in sample
+        and isinstance(sample.get("conversation"), dict)
+        and isinstance(sample.get("qa"), list)
+        and all(isinstance(qa, dict) and isinstance(qa.get("question"), str) for qa in sample["qa"])
+    )
+
+
 def run(command, options) -> None:
     path = Path(options["data"])
     if not path.is_file():
@@ -442,8 +457,11 @@ def run(command, options) -> None:
         samples = json.loads(path.read_text())
     except ValueError as exc:
         raise CommandError(f"{path} is not JSON: {exc}") from exc
-    if not isinstance(samples, list) or not all("conversation" in s and "qa" in s for s in samples):
-        raise CommandError(f"{path} is not in LoCoMo format (a list of conversations with qa)")
+    if not isinstance(samples, list) or not all(map(_is_sample, samples)):
+        raise CommandError(
+            f"{path} is not in LoCoMo format (a list of conversations, each with a sample_id, a"
+            " conversation object and a qa list of questions)"
+        )
     if options["conversations"]:
         samples = samples[: options["conversations"]]
     out = command.stdout.write

@@ -54,6 +54,8 @@ from memory.services.scopes import (
 logger = logging.getLogger("tideline.inbox")
 
 INBOX_MAX_CHARS = 20_000
+# A SQL LIMIT must fit a 64-bit integer on both databases.
+FLUSH_LIMIT_MAX = 2**62
 # Rules are sure of a matched profile pattern, unsure of free text (it waits as a candidate).
 RULE_PROFILE_CONFIDENCE = 0.8
 RULE_STATEMENT_CONFIDENCE = 0.45
@@ -507,6 +509,8 @@ def inbox_flush(
 ) -> FlushReport:
     """Process every pending inbox item once. LLM calls and embeddings run outside the write
     transactions; each item commits (its memories and its own processed mark) in one."""
+    if limit is not None and not 1 <= limit <= FLUSH_LIMIT_MAX:
+        raise InvalidInput(f"limit must be from 1 to {FLUSH_LIMIT_MAX}", field="limit")
     report = FlushReport()
     pending = list(
         InboxItem.objects.filter(status=InboxStatus.PENDING)

@@ -27,10 +27,12 @@ from pathlib import Path
 from typing import IO
 
 from django.apps import apps
+from django.conf import settings
 from django.core import serializers
 from django.core.management.color import no_style
+from django.core.serializers.base import DeserializationError
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection, models, transaction
+from django.db import DataError, IntegrityError, connection, models, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -288,29 +290,57 @@ def store_export(
     )
 
 
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """The file's lines with their numbers, each decoded on its own so that a byte that is not
+    UTF-8 is reported on its line."""
+    with path.open("rb") as raw:
+        for number, line in enumerate(raw, start=1):
+            try:
+                yield number, line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InvalidInput(f"{path}:{number} is not UTF-8 text ({exc.reason})") from exc
+
+
 def _scan(path: Path) -> tuple[dict, dict[str, set[int]], list[dict]]:
     """The header, the ids per model, and the scope rows, without holding the file in memory."""
     ids: dict[str, set[int]] = {}
     scopes: list[dict] = []
-    with path.open(encoding="utf-8") as lines:
+    lines = _lines(path)
+    _, first = next(lines, (1, ""))
+    try:
+        header = json.loads(first or "{}")
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{path}:1 is not a Tideline export header") from exc
+    if (
+        not isinstance(header, dict)
+        or header.get("format") != FORMAT
+        or header.get("version") != VERSION
+    ):
+        raise InvalidInput(f"{path}:1 is not the header of a version-{VERSION} Tideline export")
+    if not isinstance(header.get("counts"), dict) or not isinstance(
+        header.get("scope") or {}, dict
+    ):
+        raise InvalidInput(f"{path}:1 is a header without its row counts or scope")
+    for number, line in lines:
         try:
-            header = json.loads(lines.readline() or "{}")
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(f"{path} does not start with a Tideline export header") from exc
-        if header.get("format") != FORMAT or header.get("version") != VERSION:
-            raise InvalidInput(f"{path} is not a version-{VERSION} Tideline export")
-        for number, line in enumerate(lines, start=2):
-            try:
-                row = json.loads(line)
-                label, pk = row["model"], int(row["pk"])
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise InvalidInput(f"{path}:{number} is not an exported row: {exc}") from exc
-            if label not in EXPORTED_MODELS:
-                raise InvalidInput(f"{path}:{number} holds an unknown model {label!r}")
-            ids.setdefault(label, set()).add(pk)
-            if label == "memory.scope":
-                scopes.append({"pk": pk, **row["fields"]})
-    for label, expected in header.get("counts", {}).items():
+            row = json.loads(line)
+            label, pk, fields = row["model"], int(row["pk"]), row["fields"]
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise InvalidInput(f"{path}:{number} is not an exported row: {exc}") from exc
+        if label not in EXPORTED_MODELS:
+            raise InvalidInput(f"{path}:{number} holds an unknown model {label!r}")
+        if not isinstance(fields, dict):
+            raise InvalidInput(f"{path}:{number} is not an exported row: its fields are no object")
+        if not 0 < pk < 2**63:
+            raise InvalidInput(f"{path}:{number} holds an id out of range ({pk})")
+        if pk in ids.setdefault(label, set()):
+            raise InvalidInput(f"{path}:{number} repeats {label} #{pk}")
+        ids[label].add(pk)
+        if label == "memory.scope":
+            if not isinstance(fields.get("kind"), str) or not isinstance(fields.get("key"), str):
+                raise InvalidInput(f"{path}:{number} is a scope without its kind and key")
+            scopes.append({"pk": pk, **fields})
+    for label, expected in header["counts"].items():
         if len(ids.get(label, ())) != expected:
             raise InvalidInput(
                 f"{path} is incomplete: {label} has {len(ids.get(label, ()))} rows,"
@@ -357,6 +387,42 @@ def _scope_columns(model: type[models.Model]) -> list[str]:
     ]
 
 
+def _dangling_refuse(*, path: Path, stored: dict[str, dict[int, int]]) -> None:
+    """Refuse, naming its line, an imported row that points at a row neither the file nor this
+    store holds. Both databases check foreign keys only at commit, where the error names no
+    row."""
+    for label, lines in stored.items():
+        model = _model(label)
+        links = [
+            (model, "pk", relation.attname, relation.related_model, relation.target_field.attname)
+            for relation in model._meta.local_concrete_fields
+            if relation.is_relation and relation.related_model is not None
+        ] + [
+            (
+                many.remote_field.through,
+                f"{many.m2m_field_name()}_id",
+                f"{many.m2m_reverse_field_name()}_id",
+                many.related_model,
+                "pk",
+            )
+            for many in model._meta.local_many_to_many
+        ]
+        for table, source, column, target, target_column in links:
+            for chunk in _chunks(sorted(lines)):
+                dangling = (
+                    table._base_manager.filter(**{f"{source}__in": chunk})
+                    .exclude(**{f"{column}__isnull": True})
+                    .exclude(**{f"{column}__in": target._base_manager.values(target_column)})
+                    .values_list(source, flat=True)
+                    .first()
+                )
+                if dangling is not None:
+                    raise InvalidInput(
+                        f"{path}:{lines[dangling]} points at a {target._meta.label_lower} row"
+                        " that is neither in the file nor in this store"
+                    )
+
+
 def store_import(*, path: Path, actor: str = Actor.OWNER) -> TransferReport:
     """Load an export into this database in one transaction (see the module docstring for what
     is refused). Sequences are moved past the imported ids; one audit row records the import."""
@@ -371,28 +437,48 @@ def store_import(*, path: Path, actor: str = Actor.OWNER) -> TransferReport:
                 " import into a fresh database"
             )
         counts: dict[str, int] = {}
-        with path.open(encoding="utf-8") as lines:
-            lines.readline()
-            for row in serializers.deserialize("jsonl", lines):
-                instance = row.object
-                label = instance._meta.label_lower
-                if label == "memory.scope":
-                    old = instance.pk
-                    if old in mapping:
-                        continue
-                    if old in renumber:
-                        instance.pk = None
-                for column in _scope_columns(type(instance)):
-                    value = getattr(instance, column)
-                    setattr(instance, column, mapping.get(value, value))
-                if "scopes" in (row.m2m_data or {}):
-                    row.m2m_data["scopes"] = [
-                        mapping.get(int(pk), int(pk)) for pk in row.m2m_data["scopes"]
-                    ]
+        stored: dict[str, dict[int, int]] = {}
+        # An audit row keeps its key id only when that key travels in the same file (a whole
+        # store): a scope's export carries no keys, and the id would name whichever key this
+        # store gave it. The ids are kept in the import's own audit row instead.
+        keys_moved = ids.get("memory.apikey", set())
+        unlinked: dict[str, list[int]] = {}
+        lines = _lines(path)
+        next(lines)
+        for number, line in lines:
+            try:
+                (row,) = serializers.deserialize("jsonl", [line])
+            except DeserializationError as exc:
+                raise InvalidInput(
+                    f"{path}:{number} is not a row this store can read: {exc.__cause__ or exc}"
+                ) from exc
+            instance = row.object
+            label = instance._meta.label_lower
+            if label == "memory.scope":
+                old = instance.pk
+                if old in mapping:
+                    continue
+                if old in renumber:
+                    instance.pk = None
+            for column in _scope_columns(type(instance)):
+                value = getattr(instance, column)
+                setattr(instance, column, mapping.get(value, value))
+            if "scopes" in (row.m2m_data or {}):
+                row.m2m_data["scopes"] = [
+                    mapping.get(int(pk), int(pk)) for pk in row.m2m_data["scopes"]
+                ]
+            if label == "memory.auditevent" and instance.key_id not in (None, *keys_moved):
+                unlinked.setdefault(str(instance.key_id), []).append(instance.pk)
+                instance.key_id = None
+            try:
                 row.save(force_insert=True)
-                if label == "memory.scope" and old in renumber:
-                    mapping[old] = instance.pk
-                counts[label] = counts.get(label, 0) + 1
+            except (IntegrityError, DataError, OverflowError) as exc:
+                raise InvalidInput(f"{path}:{number} cannot be stored here: {exc}") from exc
+            if label == "memory.scope" and old in renumber:
+                mapping[old] = instance.pk
+            counts[label] = counts.get(label, 0) + 1
+            stored.setdefault(label, {})[instance.pk] = number
+        _dangling_refuse(path=path, stored=stored)
         statements = connection.ops.sequence_reset_sql(
             no_style(), [_model(label) for label in EXPORTED_MODELS]
         )
@@ -409,7 +495,11 @@ def store_import(*, path: Path, actor: str = Actor.OWNER) -> TransferReport:
                 f" ({scope.get('label') or 'whole store'}, exported {header.get('exported_at')}"
                 f" from {header.get('database')})"
             )[:500],
-            after={"counts": counts, "remapped_scopes": {str(k): v for k, v in mapping.items()}},
+            after={
+                "counts": counts,
+                "remapped_scopes": {str(k): v for k, v in mapping.items()},
+                "audit_rows_by_source_key": unlinked,
+            },
         )
     if header.get("embeddings"):
         # Turns imported with their vectors queue no embedding task, and that task is what embeds
@@ -423,30 +513,61 @@ def store_import(*, path: Path, actor: str = Actor.OWNER) -> TransferReport:
     )
 
 
+def _backup_refusal(destination: Path, database: Path) -> str | None:
+    """Why `destination` must not be replaced by a backup, if it must not: the store's own files
+    (the database and its journals, the secret key, the LLM settings) or anything that is not a
+    regular file. Replacing any of them loses the store, breaks every later command or swaps a
+    device for a file."""
+    own = {
+        database.with_name(database.name + suffix) for suffix in ("", "-wal", "-shm", "-journal")
+    }
+    own.add((Path(settings.DATA_DIR) / "secret_key").resolve())
+    own.add(Path(settings.TIDELINE_LLM_CONFIG_FILE).expanduser().resolve())
+    if destination in own:
+        return "it is one of the live store's own files"
+    if destination.is_dir():
+        return "it is a directory; name the backup file to write"
+    if destination.exists() and not destination.is_file():
+        return "it is not a regular file"
+    return None
+
+
 def store_backup(*, destination: Path) -> int:
     """Copy the live SQLite database to `destination` with SQLite's online backup API: one
     consistent snapshot while writers carry on (never a file copy, which can tear a WAL database).
-    Written beside the destination and renamed into place, owner-readable only. Returns bytes."""
+    Written beside the destination and renamed into place, owner-readable only; a failed backup
+    leaves no copy behind, since the copy holds every secret in the store. Returns bytes."""
     if connection.vendor != "sqlite":
         raise InvalidInput("backup copies SQLite databases; use pg_dump for PostgreSQL")
-    source_path = Path(connection.settings_dict["NAME"])
+    source_path = Path(connection.settings_dict["NAME"]).resolve()
     destination = destination.expanduser().resolve()
-    if destination == source_path.resolve():
-        raise InvalidInput("the backup must not overwrite the live database")
-    destination.parent.mkdir(parents=True, exist_ok=True)
+    refusal = _backup_refusal(destination, source_path)
+    if refusal:
+        raise InvalidInput(f"the backup must not overwrite {destination}: {refusal}")
     partial = destination.with_name(f".{destination.name}.partial")
-    partial.unlink(missing_ok=True)
-    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    os.close(descriptor)
-    source = sqlite3.connect(source_path, timeout=connection.settings_dict["OPTIONS"]["timeout"])
-    target = sqlite3.connect(partial)
+    created = False
     try:
-        source.backup(target)
-        target.execute("PRAGMA journal_mode=DELETE")
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        partial.unlink(missing_ok=True)
+        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        created = True
+        source = sqlite3.connect(
+            source_path, timeout=connection.settings_dict["OPTIONS"]["timeout"]
+        )
+        target = sqlite3.connect(partial)
+        try:
+            source.backup(target)
+            target.execute("PRAGMA journal_mode=DELETE")
+        finally:
+            target.close()
+            source.close()
+        os.replace(partial, destination)
+    except (OSError, sqlite3.Error) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise InvalidInput(f"cannot write the backup to {destination}: {reason}") from exc
     finally:
-        target.close()
-        source.close()
-    os.replace(partial, destination)
+        if created:
+            partial.unlink(missing_ok=True)
     return destination.stat().st_size
 
 

@@ -23,7 +23,7 @@ def test_it_creates_a_key_printed_once_and_stored_as_a_hash(db, project, project
 
 
 def test_it_refuses_a_scope_that_names_nothing(db, tmp_path):
-    with pytest.raises(CommandError, match="names no project"):
+    with pytest.raises(CommandError, match="names no scope"):
         call_command("apikey", "create", "--scope", str(tmp_path / "not-a-project"))
 
 

@@ -162,3 +162,47 @@ def test_it_keeps_a_session_whose_directory_is_gone_out_of_every_other_scope(
         out = StringIO()
         call_command("context", "--query", "canary-gone-7d1", "--cwd", str(cwd), stdout=out)
         assert "canary-gone-7d1" not in out.getvalue()
+
+
+def test_it_refuses_an_unknown_scope_instead_of_importing_into_global(db, sessions_dir):
+    with pytest.raises(CommandError, match="names no scope"):
+        call_command("import_sessions", "--scope", "bogus", str(sessions_dir / "generic.jsonl"))
+    assert not Session.objects.exists()
+
+
+def test_it_refuses_a_file_whose_turns_cannot_be_stored_and_opens_no_session(db, tmp_path):
+    _write_lines(
+        tmp_path / "blank.jsonl",
+        [
+            {"session": "s", "role": "user", "content": "kept only if every turn is"},
+            {"session": "s", "role": "assistant", "content": "   "},
+        ],
+    )
+    err = StringIO()
+    with pytest.raises(CommandError, match="every file failed"):
+        call_command("import_sessions", str(tmp_path), stdout=StringIO(), stderr=err)
+    assert "content must not be empty" in err.getvalue()
+    assert not Session.objects.exists()
+
+
+@pytest.mark.parametrize("ts", [1e20, "9999-12-31T23:59:59-23:59", "2026-99-01", True])
+def test_it_refuses_a_turn_time_it_cannot_store(db, tmp_path, ts):
+    _write_lines(
+        tmp_path / "times.jsonl",
+        [
+            {"session": "s", "role": "user", "content": "fine", "ts": "2026-01-01T00:00:00Z"},
+            {"session": "s", "role": "user", "content": "when?", "ts": ts},
+        ],
+    )
+    err = StringIO()
+    with pytest.raises(CommandError, match="every file failed"):
+        call_command("import_sessions", str(tmp_path), stdout=StringIO(), stderr=err)
+    assert "times.jsonl line 2: turn s:1: time" in err.getvalue()
+    assert not Session.objects.exists()
+
+
+def test_it_reports_a_file_it_cannot_read(db):
+    err = StringIO()
+    with pytest.raises(CommandError, match="every file failed"):
+        call_command("import_sessions", "/proc/self/mem", stdout=StringIO(), stderr=err)
+    assert "/proc/self/mem: cannot read it" in err.getvalue()

@@ -100,8 +100,10 @@ def test_it_sees_only_global_from_an_unrelated_directory(db, tmp_path, make_repo
 
 def test_it_creates_nothing_on_a_read(db, make_repo):
     repo = make_repo("fresh", "git@github.com:x/fresh.git")
+    # The global scope exists in every store (a transactional test elsewhere may have flushed it).
+    global_scope = scope_global()
     before = Scope.objects.count()
-    assert scope_resolve(cwd=str(repo), create=False) == scope_global()
+    assert scope_resolve(cwd=str(repo), create=False) == global_scope
     assert Scope.objects.count() == before
 
 

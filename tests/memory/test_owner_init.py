@@ -1,7 +1,8 @@
 from io import StringIO
 
+import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 
 def test_it_creates_the_owner_once_and_says_how_to_log_in(db, client):
@@ -16,3 +17,27 @@ def test_it_creates_the_owner_once_and_says_how_to_log_in(db, client):
     call_command("owner_init", stdout=second)
     assert second.getvalue() == ""
     assert get_user_model().objects.filter(is_superuser=True).count() == 1
+
+
+@pytest.mark.parametrize(
+    ("username", "message"),
+    [
+        ("", "cannot be blank"),
+        ("o" * 151, "at most 150 characters"),
+        ("the owner", "Enter a valid username"),
+        ("owner!", "Enter a valid username"),
+        ("own\x07er", "Enter a valid username"),
+    ],
+)
+def test_it_refuses_a_username_the_login_form_would_not_take(db, username, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("owner_init", "--username", username, stdout=StringIO())
+    assert not get_user_model().objects.exists()
+
+
+def test_it_names_the_owner_s_own_account_in_the_password_hint(db, client):
+    out = StringIO()
+    call_command("owner_init", "--username", "keeper", stdout=out)
+    assert "changepassword keeper`" in out.getvalue()
+    password = out.getvalue().split("password: ")[1].split()[0]
+    assert client.login(username="keeper", password=password)

@@ -22,6 +22,8 @@ from django.db import connection
 from dream.pipeline import dream_run
 from injection.services.access import apikey_create
 from memory.models import (
+    Actor,
+    ApiKey,
     AuditEvent,
     ContextTurn,
     EmbeddingStatus,
@@ -31,15 +33,17 @@ from memory.models import (
     Narrative,
     Scope,
     ScopeKind,
+    Session,
     WordVector,
 )
 from memory.search import memory_search
+from memory.services.audit import audit_context
 from memory.services.errors import Conflict
 from memory.services.facts import FactInput, fact_write
 from memory.services.inbox import inbox_capture
 from memory.services.lifecycle import memory_expire
 from memory.services.narratives import NarrativeInput, narrative_write
-from memory.services.scopes import scope_global
+from memory.services.scopes import scope_ensure, scope_global
 from memory.services.self_concept import self_concept_write
 from memory.services.threads import snapshot_write, thread_write
 from memory.services.timeline import TurnInput, session_start, turns_record
@@ -127,7 +131,9 @@ def _seed(project_scope, other_project_scope, global_scope) -> None:
     thread_write(scope_id=project_scope.pk, content="Is the archive's backup restorable?")
     snapshot_write(scope_id=project_scope.pk, content="Mid-migration: data copied, search next")
     inbox_capture(content="用户喜欢用简体中文回复", scope_id=project_scope.pk)
-    apikey_create(name="laptop", scope_ids=[project_scope.pk])
+    key, _ = apikey_create(name="laptop", scope_ids=[project_scope.pk])
+    with audit_context(actor=Actor.AGENT, key_id=key.pk):
+        thread_write(scope_id=project_scope.pk, content="Does the laptop key see the archive?")
     memory_search(
         query="archive",
         scope_ids=[project_scope.pk, global_scope.pk],
@@ -461,3 +467,207 @@ def test_it_prints_pg_dump_guidance_for_postgresql(db, tmp_path):
         call_command("backup", str(tmp_path / "store.dump"))
     assert connection.settings_dict["NAME"] in str(refused.value)
     assert not (tmp_path / "store.dump").exists()
+
+
+@pytest.mark.slow
+def test_it_imports_a_scope_s_audit_rows_without_the_source_store_s_keys(
+    seeded, project_scope, tmp_path
+):
+    source_key = ApiKey.objects.get(name="laptop")
+    keyed = set(AuditEvent.objects.filter(key_id=source_key.pk).values_list("pk", flat=True))
+    export = tmp_path / "project.jsonl"
+    call_command("export", str(export), "--scope", str(project_scope.pk), stderr=io.StringIO())
+    exported = {r["pk"] for r in _rows(export.read_text().splitlines())}
+    assert keyed & exported
+    database = tmp_path / "fresh.sqlite3"
+    url = f"sqlite:///{database}"
+    _manage(url, "migrate", "--noinput", "-v0")
+    _manage(url, "import_store", str(export))
+
+    target = sqlite3.connect(database)
+    keys = target.execute(
+        "SELECT key_id FROM memory_auditevent WHERE target_type != 'store'"
+    ).fetchall()
+    imported = target.execute(
+        "SELECT after FROM memory_auditevent WHERE target_type = 'store'"
+    ).fetchone()[0]
+    target.close()
+    assert {key_id for (key_id,) in keys} == {None}
+    unlinked = json.loads(imported)["audit_rows_by_source_key"]
+    assert set(unlinked[str(source_key.pk)]) == keyed & exported
+
+
+@pytest.fixture
+def sqlite_store(db):
+    if connection.vendor != "sqlite":
+        pytest.skip("backup copies SQLite; on PostgreSQL it prints pg_dump guidance")
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return [path.name for path in folder.iterdir() if path.name.endswith(".partial")]
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+def test_it_refuses_to_back_up_over_the_live_database_s_journals(sqlite_store, suffix):
+    journal = Path(connection.settings_dict["NAME"] + suffix)
+    before = journal.read_bytes() if journal.exists() else None
+    with pytest.raises(CommandError, match="live store's own files"):
+        call_command("backup", str(journal), stdout=io.StringIO())
+    assert (journal.read_bytes() if journal.exists() else None) == before
+    assert Scope.objects.exists()
+
+
+def test_it_refuses_to_back_up_over_the_stores_secret_key_but_beside_it(
+    sqlite_store, settings, tmp_path
+):
+    settings.DATA_DIR = tmp_path / "data"
+    settings.DATA_DIR.mkdir()
+    secret = settings.DATA_DIR / "secret_key"
+    secret.write_text("the store's signing key")
+    with pytest.raises(CommandError, match="live store's own files"):
+        call_command("backup", str(secret), stdout=io.StringIO())
+    assert secret.read_text() == "the store's signing key"
+    # The README's own example keeps backups in the data directory, beside the store.
+    call_command("backup", str(settings.DATA_DIR / "backup.sqlite3"), stdout=io.StringIO())
+    assert sorted(p.name for p in settings.DATA_DIR.iterdir()) == ["backup.sqlite3", "secret_key"]
+
+
+def test_it_refuses_to_back_up_over_what_is_not_a_regular_file(sqlite_store, tmp_path, monkeypatch):
+    folder = tmp_path / "adir"
+    folder.mkdir()
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    monkeypatch.chdir(folder)
+    with pytest.raises(CommandError, match="is a directory"):
+        call_command("backup", str(folder), stdout=io.StringIO())
+    with pytest.raises(CommandError, match="is a directory"):
+        call_command("backup", "", stdout=io.StringIO())
+    with pytest.raises(CommandError, match="not a regular file"):
+        call_command("backup", str(fifo), stdout=io.StringIO())
+    assert _leftovers(tmp_path) == _leftovers(folder) == []
+    assert folder.is_dir() and fifo.is_fifo()
+
+
+def test_it_reports_a_backup_it_cannot_write_and_leaves_no_copy(sqlite_store, tmp_path):
+    plain = tmp_path / "plain"
+    plain.write_text("a file, not a directory")
+    with pytest.raises(CommandError, match="cannot write the backup"):
+        call_command("backup", str(plain / "x.sqlite3"), stdout=io.StringIO())
+    too_long = tmp_path / ("b" * 250)
+    with pytest.raises(CommandError, match="cannot write the backup"):
+        call_command("backup", str(too_long), stdout=io.StringIO())
+    assert plain.read_text() == "a file, not a directory"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plain"]
+
+
+def _small_export(tmp_path: Path) -> list[str]:
+    """A scope and a session no store here holds: an export this store can take."""
+    scope = scope_ensure(kind=ScopeKind.PROJECT, key="/moving/elsewhere")
+    session_start(runtime="test", external_id="moving-1", scope_id=scope.pk)
+    rows = [
+        r for r in _rows(_export(scope=scope)) if r["model"] in ("memory.scope", "memory.session")
+    ]
+    scope_row = next(r for r in rows if r["model"] == "memory.scope")
+    session_row = next(r for r in rows if r["model"] == "memory.session")
+    scope_row.update(pk=900001)
+    scope_row["fields"]["key"] = "/moved/here"
+    session_row.update(pk=900001)
+    session_row["fields"].update(scope=900001, external_id="moved-1")
+    header = {
+        "format": "tideline-export",
+        "version": 1,
+        "scope": None,
+        "embeddings": False,
+        "counts": {"memory.scope": 1, "memory.session": 1},
+    }
+    return [json.dumps(line) for line in (header, scope_row, session_row)]
+
+
+def _damaged(lines: list[str], damage: str) -> bytes:
+    header, scope_row, session_row = (json.loads(line) for line in lines)
+    fields = session_row["fields"]
+    match damage:
+        case "not utf-8":
+            return "\n".join(lines).encode().replace(b"moved-1", b"moved-\xff") + b"\n"
+        case "header is a list":
+            header = [1]
+        case "counts is a list":
+            header["counts"] = []
+        case "row without fields":
+            del session_row["fields"]
+        case "unknown field":
+            fields["colour"] = "blue"
+        case "bad datetime":
+            fields["started_at"] = "2026-99-01T00:00:00Z"
+        case "missing scope":
+            fields["scope"] = 777777
+        case "null required field":
+            fields["external_id"] = None
+        case "scope id out of range":
+            fields["scope"] = 2**70
+        case "repeated row":
+            header["counts"]["memory.session"] = 2
+            return "\n".join([json.dumps(header), *lines[1:], lines[2]]).encode() + b"\n"
+    return "\n".join(json.dumps(row) for row in (header, scope_row, session_row)).encode() + b"\n"
+
+
+def test_it_imports_the_small_export_it_damages_below(db, tmp_path):
+    export = tmp_path / "small.jsonl"
+    export.write_text("\n".join(_small_export(tmp_path)) + "\n", encoding="utf-8")
+    call_command("import_store", str(export), stdout=io.StringIO())
+    assert Session.objects.get(external_id="moved-1").scope.key == "/moved/here"
+
+
+@pytest.mark.parametrize(
+    ("damage", "line"),
+    [
+        ("not utf-8", 3),
+        ("header is a list", 1),
+        ("counts is a list", 1),
+        ("row without fields", 3),
+        ("unknown field", 3),
+        ("bad datetime", 3),
+        ("missing scope", 3),
+        ("null required field", 3),
+        ("scope id out of range", 3),
+        ("repeated row", 4),
+    ],
+)
+def test_it_refuses_a_damaged_export_naming_its_line_and_changes_nothing(
+    db, tmp_path, damage, line
+):
+    export = tmp_path / "damaged.jsonl"
+    export.write_bytes(_damaged(_small_export(tmp_path), damage))
+    before = (Scope.objects.count(), Session.objects.count(), AuditEvent.objects.count())
+
+    with pytest.raises(CommandError, match=rf"damaged\.jsonl:{line} "):
+        call_command("import_store", str(export), stdout=io.StringIO())
+
+    assert (Scope.objects.count(), Session.objects.count(), AuditEvent.objects.count()) == before
+
+
+def test_it_reports_an_export_it_cannot_write(db, tmp_path):
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "plain").write_text("kept")
+    (tmp_path / "taken.jsonl").write_text("kept")
+    cases = {
+        "nodir/x.jsonl": "cannot write",
+        "plain/x.jsonl": "cannot write",
+        "adir": "is a directory",
+        "taken.jsonl": "exists; export never overwrites",
+    }
+    for name, message in cases.items():
+        with pytest.raises(CommandError, match=message):
+            call_command("export", str(tmp_path / name), stderr=io.StringIO())
+    assert (tmp_path / "plain").read_text() == (tmp_path / "taken.jsonl").read_text() == "kept"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "plain", "taken.jsonl"]
+
+
+def test_it_exports_the_global_scope_by_its_id_and_its_label(db, global_scope, tmp_path):
+    for number, spec in enumerate([str(global_scope.pk), global_scope.label, "global"]):
+        export = tmp_path / f"global-{number}.jsonl"
+        call_command("export", str(export), "--scope", spec, stderr=io.StringIO())
+        header = json.loads(export.read_text().splitlines()[0])
+        assert header["scope"]["kind"] == ScopeKind.GLOBAL
+    with pytest.raises(CommandError, match="names no scope"):
+        call_command("export", str(tmp_path / "bogus.jsonl"), "--scope", "bogus")

@@ -3,7 +3,7 @@ import re
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from memory.bench.locomo import evidence_normalise
 from memory.models import ContextTurn, Scope
@@ -121,3 +121,23 @@ def test_it_reports_both_halves_and_the_per_turn_block(locomo_file):
     assert "tune half (3)" in text and "held-out half (1)" in text
     searched, shown = re.search(r"\noverall\s+([\d.]+)\s+([\d.]+)", text).groups()
     assert float(searched) > 0 and float(shown) > 0
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "[1]",
+        '[{"conversation": 1, "qa": 2}]',
+        '[{"sample_id": "x", "conversation": {}, "qa": [1]}]',
+    ],
+)
+def test_it_refuses_a_file_that_is_not_locomo(db, tmp_path, content):
+    data = tmp_path / "not-locomo.json"
+    data.write_text(content)
+    with pytest.raises(CommandError, match="not in LoCoMo format"):
+        call_command("bench", "locomo", "--data", str(data), "--in-place", stdout=StringIO())
+
+
+def test_it_refuses_a_negative_number_of_conversations(db, locomo_file):
+    with pytest.raises(CommandError, match="--conversations: -1 is not between 0"):
+        call_command("bench", "locomo", "--data", str(locomo_file), "--conversations", "-1")

@@ -3,32 +3,17 @@ prints the layer-0 report."""
 
 import json
 import time
-from datetime import date, datetime
+from datetime import date
 
 from django.core.management.base import BaseCommand, CommandError
-from django.utils import timezone
-from django.utils.dateparse import parse_date, parse_datetime
+from django.utils.dateparse import parse_date
 
 from dream.models import DreamLayer, DreamRunStatus
 from dream.pipeline import dream_layers, dream_plan, dream_run
 from dream.scanner import scan_markdown, scan_run
 from memory.admin.display import dream_layer_rows
+from memory.management.arguments import moment
 from memory.services.errors import TidelineError
-
-
-def _since(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        parsed = parse_datetime(value)
-        if parsed is None:
-            day = parse_date(value)
-            parsed = datetime(day.year, day.month, day.day) if day else None
-    except ValueError:
-        parsed = None
-    if parsed is None:
-        raise CommandError(f"--since {value!r} is not a date or ISO date-time")
-    return timezone.make_aware(parsed) if timezone.is_naive(parsed) else parsed
 
 
 def _day(value: str | None) -> date | None:
@@ -58,14 +43,16 @@ class Command(BaseCommand):
             "--dry-run", action="store_true", help="show what would run; write nothing, no LLM"
         )
         parser.add_argument("--json", action="store_true", help="machine-readable output")
-        parser.add_argument("--since", help="only turns at or after this date/time (ISO)")
+        parser.add_argument(
+            "--since", type=moment, help="only turns at or after this date/time (ISO)"
+        )
         parser.add_argument("--day", help="the DREAM day (default today)")
         parser.add_argument(
             "--force", action="store_true", help="re-run LLM layers already done that day"
         )
 
     def handle(self, *args, action=None, **options) -> None:
-        since = _since(options["since"])
+        since = options["since"]
         options["day"] = _day(options["day"])
         try:
             if action == "scan":

@@ -1,27 +1,11 @@
 """`manage.py apikey create|list|revoke`: bearer keys for the REST API and MCP over HTTP."""
 
-import os
-
 from django.core.management.base import BaseCommand, CommandError
 
 from injection.services.access import apikey_create, apikey_revoke
+from memory.management.arguments import scope_named
 from memory.models import ApiKey, ScopeKind
 from memory.services.errors import TidelineError
-from memory.services.scopes import scope_resolve
-
-
-def scope_from_spec(spec: str):
-    """ "global", "workspace", "project:<remote or path>", a scope id or label, or a directory (its
-    project). Anything that does not name a real scope is an error, never a silent global."""
-    spec = spec.strip()
-    if spec.startswith(("/", ".", "~")):
-        path = os.path.abspath(os.path.expanduser(spec))
-        scope = scope_resolve(cwd=path)
-    else:
-        scope = scope_resolve(explicit=spec)
-    if scope.kind == ScopeKind.GLOBAL and spec != ScopeKind.GLOBAL:
-        raise CommandError(f"--scope {spec!r} names no project or workspace")
-    return scope
 
 
 class Command(BaseCommand):
@@ -34,8 +18,8 @@ class Command(BaseCommand):
             "--scope",
             action="append",
             required=True,
-            help='"global", "workspace", "project:<git remote or path>", a scope id, or a '
-            "project directory; repeat for several",
+            help='"global", "workspace", "project:<git remote or path>", a scope id or label, or '
+            "a project directory; repeat for several",
         )
         create.add_argument("--name", default="agent", help="a name to recognise the key by")
         create.add_argument(
@@ -53,7 +37,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
 
     def _create(self, *, scope, name, no_global, read_only, **_) -> None:
-        scopes = [scope_from_spec(spec) for spec in scope]
+        scopes = [scope_named(spec, create=True) for spec in scope]
         bound = [s for s in scopes if s.kind != ScopeKind.GLOBAL]
         include_global = not no_global
         if no_global and len(bound) != len(scopes):

@@ -27,9 +27,17 @@ class Command(BaseCommand):
         if home.exists() and not home.is_dir():
             raise CommandError(f"{home} is not a directory")
         target = home / "plugins" / "tideline"
-        shutil.copytree(
-            PLUGIN_DIR, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")
-        )
+        if target.exists() and not target.is_dir():
+            raise CommandError(f"{target} exists and is not a directory; nothing was installed")
+        try:
+            shutil.copytree(
+                PLUGIN_DIR,
+                target,
+                dirs_exist_ok=True,
+                ignore=shutil.ignore_patterns("__pycache__"),
+            )
+        except OSError as exc:
+            raise CommandError(f"cannot install into {target}: {exc.strerror or exc}") from exc
         self.stdout.write(f"Installed the Tideline memory provider in {target}")
         self.stdout.write(
             "Activate it: hermes config set memory.provider tideline, then "

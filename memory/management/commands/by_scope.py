@@ -7,6 +7,7 @@ import os
 
 from django.core.management.base import BaseCommand, CommandError
 
+from memory.management.arguments import LIMIT_MAX, bounded_int
 from memory.models import Memory, MemoryStatus, ScopeKind
 from memory.services.scopes import scope_global, scope_resolve, scope_workspace
 
@@ -25,11 +26,14 @@ class Command(BaseCommand):
             choices=[*MemoryStatus.values, "all"],
             help="which lifecycle status to list (default active)",
         )
-        parser.add_argument("--limit", type=int, default=100)
+        parser.add_argument(
+            "--limit",
+            type=bounded_int(low=1, high=LIMIT_MAX),
+            default=100,
+            help="list at most N memories (default 100)",
+        )
 
     def handle(self, *args, kind: str, cwd: str | None, status: str, limit: int, **options) -> None:
-        if limit < 1:
-            raise CommandError("--limit must be at least 1")
         if kind == ScopeKind.GLOBAL:
             scope = scope_global()
         elif kind == ScopeKind.WORKSPACE:

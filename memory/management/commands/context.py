@@ -9,9 +9,14 @@ import os
 from datetime import datetime
 
 from django.core.management.base import BaseCommand, CommandError
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
+from memory.management.arguments import (
+    QUERY_MAX_CHARS,
+    bounded_int,
+    bounded_text,
+    moment,
+    scope_named,
+)
 from memory.models import Scope
 from memory.search import memory_search
 from memory.services.errors import TidelineError
@@ -19,28 +24,27 @@ from memory.services.maintenance import dependencies_check
 from memory.services.scopes import scope_resolve, scope_visible_ids
 
 
-def as_of_parse(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    moment = parse_datetime(value)
-    if moment is None:
-        raise CommandError(f"--as-of {value!r} is not an ISO date-time (2026-01-31T12:00:00Z)")
-    return moment if timezone.is_aware(moment) else timezone.make_aware(moment)
-
-
 class Command(BaseCommand):
     help = "Recall the memories relevant to a query, as an agent in --cwd would get them."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--query", required=True)
+        parser.add_argument(
+            "--query",
+            required=True,
+            type=bounded_text(max_chars=QUERY_MAX_CHARS),
+            help=f"what to recall (at most {QUERY_MAX_CHARS} characters, as over the API)",
+        )
         parser.add_argument("--cwd", default=None, help="directory the agent works in (default: .)")
         parser.add_argument(
             "--scope",
             default=None,
-            help="explicit scope: global, workspace, project:<remote or path>, or an id",
+            help="explicit scope: global, workspace, project:<remote or path>, a scope id or label, "
+            "or a directory (its project)",
         )
-        parser.add_argument("--limit", type=int, default=10)
-        parser.add_argument("--as-of", default=None, help="what was valid at this ISO time")
+        parser.add_argument("--limit", type=bounded_int(low=1, high=100), default=10)
+        parser.add_argument(
+            "--as-of", type=moment, default=None, help="what was valid at this ISO date or time"
+        )
 
     def handle(
         self,
@@ -49,11 +53,14 @@ class Command(BaseCommand):
         cwd: str | None,
         scope: str | None,
         limit: int,
-        as_of: str | None,
+        as_of: datetime | None,
         **options,
     ) -> None:
-        moment = as_of_parse(as_of)
-        caller = scope_resolve(cwd=cwd or os.getcwd(), explicit=scope, create=False)
+        caller = (
+            scope_named(scope, create=False)
+            if scope
+            else scope_resolve(cwd=cwd or os.getcwd(), create=False)
+        )
         visible = scope_visible_ids(scope=caller)
         labels = dict(Scope.objects.filter(pk__in=visible).values_list("pk", "label"))
         check = dependencies_check(scope_ids=visible)
@@ -62,7 +69,7 @@ class Command(BaseCommand):
                 query=query,
                 scope_ids=visible,
                 limit=limit,
-                as_of=moment,
+                as_of=as_of,
                 activation_source="cli_context",
             )
         except TidelineError as exc:

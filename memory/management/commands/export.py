@@ -5,8 +5,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from memory.models import ScopeKind
-from memory.services.scopes import scope_resolve
+from memory.management.arguments import scope_named
 from memory.services.transfer import store_export
 
 
@@ -31,23 +30,18 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, file: str, scope: str | None, without_embeddings: bool, **options):
-        chosen = None
-        if scope is not None:
-            spec = scope.strip()
-            if spec.startswith(("/", ".", "~")):
-                path = os.path.abspath(os.path.expanduser(spec))
-                chosen = scope_resolve(cwd=path, create=False)
-            else:
-                chosen = scope_resolve(explicit=spec, create=False)
-            if chosen.kind == ScopeKind.GLOBAL and spec != ScopeKind.GLOBAL:
-                raise CommandError(f"--scope {scope!r} names no scope in this store")
+        chosen = None if scope is None else scope_named(scope, create=False)
         if file == "-":
             report = store_export(out=sys.stdout, scope=chosen, embeddings=not without_embeddings)
         else:
             try:
                 descriptor = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             except FileExistsError as exc:
+                if os.path.isdir(file):
+                    raise CommandError(f"{file} is a directory; name the file to write") from exc
                 raise CommandError(f"{file} exists; export never overwrites a file") from exc
+            except OSError as exc:
+                raise CommandError(f"cannot write {file!r}: {exc.strerror or exc}") from exc
             with os.fdopen(descriptor, "w", encoding="utf-8") as out:
                 report = store_export(out=out, scope=chosen, embeddings=not without_embeddings)
         rows = sum(report.counts.values())

@@ -1,7 +1,9 @@
 """`manage.py flush_inbox [--llm]`: turn captured utterances into memories, each item once."""
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
+from memory.management.arguments import LIMIT_MAX, bounded_int
+from memory.services.errors import TidelineError
 from memory.services.inbox import inbox_flush
 
 
@@ -12,14 +14,22 @@ class Command(BaseCommand):
         parser.add_argument(
             "--llm", action="store_true", help="extract with the LLM (falls back to the rules)"
         )
-        parser.add_argument("--limit", type=int, default=None, help="process at most N items")
+        parser.add_argument(
+            "--limit",
+            type=bounded_int(low=1, high=LIMIT_MAX),
+            default=None,
+            help="process at most N items",
+        )
 
     def handle(self, *args, llm: bool, limit: int | None, **options) -> None:
         def progress(position, total, item, result) -> None:
             decisions = ", ".join(result["decisions"]) or "nothing to keep"
             self.stdout.write(f"[{position}/{total}] inbox #{item.pk}: {decisions}")
 
-        report = inbox_flush(use_llm=llm, limit=limit, progress=progress)
+        try:
+            report = inbox_flush(use_llm=llm, limit=limit, progress=progress)
+        except TidelineError as exc:
+            raise CommandError(str(exc)) from exc
         decisions = ", ".join(
             f"{name}: {count}" for name, count in sorted(report.decisions.items())
         )

@@ -1,7 +1,8 @@
 import secrets
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
 
 
 class Command(BaseCommand):
@@ -12,6 +13,13 @@ class Command(BaseCommand):
 
     def handle(self, *args, username: str, **options) -> None:
         user_model = get_user_model()
+        # The login form takes only names the user model's own field accepts: any other name
+        # would create an owner nobody can log in as.
+        field = user_model._meta.get_field(user_model.USERNAME_FIELD)
+        try:
+            username = field.clean(username, None)
+        except ValidationError as exc:
+            raise CommandError(f"--username {username!r}: {' '.join(exc.messages)}") from exc
         if user_model.objects.filter(is_superuser=True).exists():
             return
         password = secrets.token_urlsafe(12)
@@ -23,6 +31,6 @@ class Command(BaseCommand):
                 f"  user:     {username}\n"
                 f"  password: {password}\n"
                 "This password is shown only now. Change it at /admin/password_change/ "
-                "or with `manage.py changepassword owner`.\n"
+                f"or with `manage.py changepassword {username}`.\n"
             )
         )
