@@ -181,6 +181,8 @@ def fact_prepare(
         subject=data.profile_name.strip(),
         predicate=data.predicate,
         value=value,
+        # The summary is the text T1 and T4 inject for a fact, so it is checked as the value is.
+        attached=[data.summary],
         use_llm=use_llm and not data.secret,
     )
     return PreparedFact(data=data, scope=scope, value=value, depends_on=depends_on, verdict=verdict)
@@ -383,6 +385,11 @@ def fact_commit(
     candidate = is_candidate(data.confidence)
     fact.status = MemoryStatus.CANDIDATE if candidate else MemoryStatus.ACTIVE
     fact.supersedes = None if candidate else current
+    # A writer that may read secrets is Tideline's own (the inbox, DREAM) and speaks for no agent:
+    # the key's new value keeps the secrecy the owner gave the old one. An agent's value replaces a
+    # secret in plain, since it holds the value already.
+    if writer_sees_secrets and current is not None and current.secret:
+        fact.secret = True
     before = None
     if current is not None and not candidate:
         before = {"id": current.pk, "value": current.value, "status": current.status}

@@ -37,7 +37,13 @@ from memory.models import (
     SessionOrigin,
 )
 from memory.models.memories import FACT_VALUE_MAX_CHARS, PREDICATE_PATTERN
-from memory.services.attribution import MACHINE, USER_SUBJECT
+from memory.services.attribution import (
+    MACHINE,
+    PROJECT,
+    USER_SUBJECT,
+    fact_attribute,
+    text_attribute,
+)
 from memory.services.audit import audit_record
 from memory.services.errors import InvalidInput
 from memory.services.facts import FactInput, fact_commit, fact_prepare
@@ -380,6 +386,14 @@ def _number(value, *, low: float, high: float, integer: bool = False):
     return int(value) if integer else float(value)
 
 
+def _scope_held(hint: str, *, attributed: str) -> str:
+    """The LLM only suggests where a memory goes: it leaves the place it was said in (for global,
+    which every project reads, or the workspace) only where the rules would send it too, so an LLM
+    that errs, or is steered by the text it reads, cannot carry a project's words to every other
+    project."""
+    return hint if hint in (PROJECT, attributed) else PROJECT
+
+
 def _llm_candidate(raw) -> Candidate:
     """One LLM memory, validated; anything out of range raises ValueError."""
     if not isinstance(raw, dict) or raw.get("scope") not in SCOPE_HINTS:
@@ -400,8 +414,16 @@ def _llm_candidate(raw) -> Candidate:
         summary = raw.get("summary") or ""
         if not isinstance(summary, str) or len(summary) > 500:
             raise ValueError("bad summary")
+        attributed = fact_attribute(
+            kind=kind,
+            profile_kind=ProfileKind.USER
+            if profile.strip() == USER_PROFILE
+            else ProfileKind.PERSON,
+            predicate=predicate,
+            value=value,
+        )
         return Candidate(
-            scope_hint=raw["scope"],
+            scope_hint=_scope_held(raw["scope"], attributed=attributed.hint),
             confidence=confidence,
             importance=importance,
             profile=profile.strip(),
@@ -418,7 +440,7 @@ def _llm_candidate(raw) -> Candidate:
         if not (isinstance(tags, list) and all(isinstance(t, str) and t.strip() for t in tags)):
             raise ValueError("bad tags")
         return Candidate(
-            scope_hint=raw["scope"],
+            scope_hint=_scope_held(raw["scope"], attributed=text_attribute(text=gesture).hint),
             confidence=confidence,
             importance=importance,
             text=gesture.strip(),

@@ -11,8 +11,10 @@ from memory.models import (
     SelfConceptField,
 )
 from memory.services.audit import audit_record
+from memory.services.consolidation import rejection_audit
 from memory.services.embedding import embedding_schedule
 from memory.services.errors import Conflict, InvalidInput
+from memory.services.gate import GateVerdict, gate_injection
 from memory.services.races import atomic_retrying
 from memory.services.scopes import scope_global
 
@@ -49,10 +51,14 @@ def self_concept_write(
             f"self-concept content is longer than {SELF_CONCEPT_MAX_CHARS} characters",
             field="content",
         )
+    # The self-concept is injected first in every session of every project (T0), so text that
+    # would act on the agent is held back as for any memory: stored rejected, never current.
+    verdict = gate_injection(texts=[content])
     return atomic_retrying(
         lambda: _commit(
             field=field,
             content=content,
+            verdict=verdict,
             supersedes_id=supersedes_id,
             actor=actor,
             reason=reason,
@@ -65,10 +71,31 @@ def self_concept_write(
 
 
 def _commit(
-    *, field: str, content: str, supersedes_id: int | None, actor: str, reason: str, request_id: str
+    *,
+    field: str,
+    content: str,
+    verdict: GateVerdict,
+    supersedes_id: int | None,
+    actor: str,
+    reason: str,
+    request_id: str,
 ) -> SelfConcept:
     now = timezone.now()
     scope = scope_global()
+    if not verdict.passed:
+        refused = SelfConcept.objects.create(
+            scope=scope,
+            field=field,
+            content=content,
+            summary=f"[自我·{field}] {content}"[:500],
+            valid_from=now,
+            importance=4,
+            status=MemoryStatus.REJECTED,
+        )
+        rejection_audit(
+            memory=refused, verdict=verdict, actor=actor, reason=reason, request_id=request_id
+        )
+        return refused
     # Writers of the self-concept take turns on the global scope's row (a no-op on SQLite, whose
     # IMMEDIATE transactions already take turns), so each supersedes the version it read.
     Scope.objects.select_for_update().filter(pk=scope.pk).first()

@@ -113,6 +113,27 @@ def test_it_leaves_a_secret_value_secret_when_a_capture_restates_it(db, make_rep
     assert current.pk == secret.pk and current.secret
 
 
+def test_it_keeps_a_secret_keys_new_value_secret_when_a_capture_changes_it(db, make_repo):
+    """The inbox speaks for no agent: a new value it learns for a key the owner made secret
+    stays secret, instead of replacing the secret with a value every agent reads."""
+    repo = make_repo("archive-manager", "git@github.com:someone/archive-manager.git")
+    secret = fact_write(
+        data=FactInput(
+            scope_id=scope_global().pk,
+            profile_name=USER_PROFILE,
+            profile_kind="user",
+            kind="fact",
+            predicate="name",
+            value="李雷",
+            secret=True,
+        )
+    )
+    inbox_capture(content="我叫韩梅梅。", cwd=str(repo))
+    inbox_flush()
+    current = Fact.objects.get(predicate="name", status=MemoryStatus.ACTIVE)
+    assert current.pk != secret.pk and current.value == "韩梅梅" and current.secret
+
+
 def test_it_does_not_capture_subagents_unless_configured(db, settings, project_scope):
     parent = session_start(runtime="test", external_id="main", scope_id=project_scope.pk)
     child = session_start(
@@ -191,6 +212,14 @@ def test_it_uses_the_llm_extraction_when_it_answers_well(db, fake_llm, make_repo
                         "confidence": 0.8,
                         "tags": ["security"],
                     },
+                    {
+                        "type": "narrative",
+                        "scope": "global",
+                        "gesture": "The user prefers short commit messages in English",
+                        "importance": 3,
+                        "confidence": 0.8,
+                        "tags": ["style"],
+                    },
                 ]
             }
         )
@@ -201,7 +230,11 @@ def test_it_uses_the_llm_extraction_when_it_answers_well(db, fake_llm, make_repo
     fact = Fact.objects.get(predicate="security_status")
     assert fact.status == MemoryStatus.ACTIVE and fact.scope.kind == ScopeKind.PROJECT
     assert AuditEvent.objects.get(target_type="fact", target_id=fact.pk).actor == "llm"
-    assert Narrative.objects.get().scope == scope_global()
+    # The LLM suggests global for both; only the user's preference goes there, as by rule. The
+    # project's work stays in the project, where other projects' keys cannot read it.
+    fixed = Narrative.objects.get(gesture__contains="path traversal")
+    assert fixed.scope.kind == ScopeKind.PROJECT and fixed.scope == fact.scope
+    assert Narrative.objects.get(gesture__contains="commit messages").scope == scope_global()
     assert InboxItem.objects.get().result["extractor"] == "llm"
 
 
