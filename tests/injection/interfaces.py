@@ -206,7 +206,12 @@ OPERATIONS: dict[str, Operation] = {
     "session_begin": Operation(
         lambda a: {**a.where, "session_id": a.session_id},
         writes=True,
-        bad=({"session_id": ""}, {"session_id": "s", "budget_tokens": 1}, {"session_id": 5}),
+        bad=(
+            {"session_id": ""},
+            {"session_id": "s", "budget_tokens": 1},
+            {"session_id": 5},
+            {"session_id": "s@scope-1"},
+        ),
     ),
     "turn_take": Operation(
         lambda a: {
@@ -230,7 +235,17 @@ OPERATIONS: dict[str, Operation] = {
             "turns": [{"role": "user", "content": _text(a, "synced"), "turn_id": a.token}],
         },
         writes=True,
-        bad=({"session_id": "s", "turns": []}, {"session_id": "s", "turns": [{"role": "x"}]}),
+        bad=(
+            {"session_id": "s", "turns": []},
+            {"session_id": "s", "turns": [{"role": "x"}]},
+            {"session_id": "s", "turns": [{"role": "user", "content": "  "}]},
+            {
+                "session_id": "s",
+                "turns": [
+                    {"role": "user", "content": "x", "occurred_at": "9999-12-31T23:59:59-23:59"}
+                ],
+            },
+        ),
     ),
     "transcript_record": Operation(
         lambda a: {
@@ -259,7 +274,15 @@ OPERATIONS: dict[str, Operation] = {
             "turn_id": a.token,
         },
         writes=True,
-        bad=({"session_id": "s", "role": "user", "content": "x", "occurred_at": "not a date"},),
+        bad=(
+            {"session_id": "s", "role": "user", "content": "x", "occurred_at": "not a date"},
+            {
+                "session_id": "s",
+                "role": "user",
+                "content": "x",
+                "occurred_at": "9999-12-31T23:59:59-23:59",
+            },
+        ),
     ),
     "timeline_read": Operation(
         lambda a: {**a.where, **({"around_turn_id": a.turn_id} if a.turn_id else {})},
@@ -289,6 +312,20 @@ OPERATIONS: dict[str, Operation] = {
         bad=(
             {"profile_name": "u", "kind": "fact", "predicate": "BAD KEY", "value": "v"},
             {"profile_name": "u", "kind": "fact", "predicate": "ok_key", "value": "v" * 61},
+            {
+                "profile_name": "u",
+                "kind": "fact",
+                "predicate": "ok_key",
+                "value": "v",
+                "confidence": float("nan"),
+            },
+            {
+                "profile_name": "u",
+                "kind": "fact",
+                "predicate": "ok_key",
+                "value": "v",
+                "valid_from": "9999-12-31T23:59:59-23:59",
+            },
         ),
     ),
     "narrative_create": Operation(
@@ -300,7 +337,14 @@ OPERATIONS: dict[str, Operation] = {
             "secret": a.secret,
         },
         writes=True,
-        bad=({"gesture": ""}, {"gesture": "g", "importance": 9}, {"gesture": "g", "secret": "x"}),
+        bad=(
+            {"gesture": ""},
+            {"gesture": "g", "importance": 9},
+            {"gesture": "g", "secret": "x"},
+            {"gesture": "g", "expires_at": "0001-01-01T00:00:00+14:00"},
+            {"gesture": "g", "depends_on": ["memory:" + "9" * 30]},
+            {"gesture": "g", "depends_on": ["memory:²"]},
+        ),
     ),
     "memories_list": Operation(
         lambda a: {**a.where, "status": "" if a.flag else "active"},
@@ -316,7 +360,11 @@ OPERATIONS: dict[str, Operation] = {
     "memory_edit": Operation(
         lambda a: {"memory_id": a.memory_id, "changes": {"importance": 4}, "reason": "isolation"},
         writes=True,
-        bad=({"memory_id": 1, "changes": {"importance": 0}}, {"memory_id": 1, "changes": 3}),
+        bad=(
+            {"memory_id": 1, "changes": {"importance": 0}},
+            {"memory_id": 1, "changes": 3},
+            {"memory_id": 1, "changes": {"expires_at": "9999-12-31T23:59:59-23:59"}},
+        ),
         by_id="memory",
     ),
     "memory_expire": Operation(
