@@ -4,16 +4,22 @@ Each layer gathers its material (never a secret memory), asks the one configured
 client for a JSON answer with our own prompt from `dream/prompts/`, validates the whole answer
 (schema, ranges, ids that were in the material), and only then writes through the normal write
 services, one transaction and one audit row each, as actor `llm`. An answer that fails validation
-writes nothing; a missing or failing LLM raises `LLMUnavailable` to the caller. No database
-transaction is open while the LLM thinks.
+writes nothing; an item a write service still refuses (the write gate) is rejected on its own and
+the rest goes on; a missing or failing LLM raises `LLMUnavailable` to the caller. LLM text is
+stored without control characters, and a rejection quotes only a bounded piece of the answer. No
+database transaction is open while the LLM thinks.
 """
 
 import json
+import reprlib
+import unicodedata
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from functools import cache, partial
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 from django.conf import settings
@@ -51,9 +57,15 @@ from memory.models import (
 from memory.models.memories import FACT_VALUE_MAX_CHARS
 from memory.services.audit import audit_record
 from memory.services.embedding import vector_from_bytes
-from memory.services.errors import InvalidInput, NotFound
+from memory.services.errors import InvalidInput, NotFound, TidelineError
 from memory.services.facts import FactInput, fact_write
-from memory.services.llm import LLMConfig, LLMReply, LLMUnavailable, llm_complete_json
+from memory.services.llm import (
+    LLMConfig,
+    LLMReply,
+    LLMUnavailable,
+    llm_call_seconds_max,
+    llm_complete_json,
+)
 from memory.services.narratives import NarrativeInput, narrative_reweigh, narrative_write
 from memory.services.scopes import scope_visible_ids
 from memory.services.self_concept import self_concept_write
@@ -62,6 +74,21 @@ from memory.services.threads import thread_set_status, thread_write
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 DREAM_TAG = "dream"
 TENSION_TAG = "tension"
+
+# What a rejection quotes of the LLM's answer: enough to recognise the value, never all of it. The
+# message is kept in DreamRun.stats and shown in the owner panel, and one answer can carry
+# megabytes; reprlib also escapes control characters and stops at nesting depth.
+_QUOTE = reprlib.Repr()
+_QUOTE.maxstring = _QUOTE.maxother = 60
+_QUOTE.maxlong = 40
+_QUOTE.maxlist = _QUOTE.maxtuple = _QUOTE.maxset = _QUOTE.maxdict = 10
+_QUOTE.maxlevel = 2
+# Line breaks and tabs lay LLM text out; every other control character (ESC, BEL, CR, the C1
+# block) would be obeyed by the owner's terminal when DREAM prints the text (retitle the window,
+# clear the screen), and a lone surrogate cannot be stored, so they are dropped.
+_LAYOUT = frozenset("\n\t")
+_DROPPED_CATEGORIES = frozenset({"Cc", "Cs"})
+_Written = TypeVar("_Written")
 
 
 class AnswerInvalid(Exception):
@@ -98,7 +125,7 @@ def prompt_load(name: str) -> str:
 
 def _ask(name: str, material: dict, *, config: LLMConfig, outcome: LayerOutcome) -> dict:
     # The run is silent while the LLM thinks: keep its lease for that long.
-    lease_heartbeat(quiet_seconds=settings.TIDELINE_LLM_TIMEOUT)
+    lease_heartbeat(quiet_seconds=llm_call_seconds_max())
     reply: LLMReply = llm_complete_json(
         system=prompt_load(name),
         user=json.dumps(material, ensure_ascii=False, default=str),
@@ -108,7 +135,34 @@ def _ask(name: str, material: dict, *, config: LLMConfig, outcome: LayerOutcome)
     return reply.data
 
 
+def _proposed(
+    outcome: LayerOutcome, *, what: str, write: Callable[[], _Written]
+) -> _Written | None:
+    """Write one item the LLM proposed. The write services may still refuse it (the write gate,
+    a limit, a thread closed meanwhile): that item is recorded as rejected and the layer goes on
+    with the rest, as with any other answer it cannot use."""
+    try:
+        return write()
+    except TidelineError as exc:
+        outcome.rejected.append(f"{what}: {exc}")
+        return None
+
+
 # --- validation -------------------------------------------------------------------------------
+
+
+def _quoted(value: object) -> str:
+    return _QUOTE.repr(value)
+
+
+def _printable(text: str, *, layout: bool) -> str:
+    if text.isprintable():
+        return text  # the common case, at C speed
+    return "".join(
+        char
+        for char in text
+        if (layout and char in _LAYOUT) or unicodedata.category(char) not in _DROPPED_CATEGORIES
+    )
 
 
 def _list(data: dict, key: str, *, maximum: int) -> list:
@@ -131,7 +185,7 @@ def _text(item: dict, key: str, *, maximum: int, required: bool = False) -> str:
         value = ""
     if not isinstance(value, str):
         raise AnswerInvalid(f"{key} must be a string")
-    value = value.strip()
+    value = _printable(value, layout=True).strip()
     if required and not value:
         raise AnswerInvalid(f"{key} must not be empty")
     if len(value) > maximum:
@@ -142,14 +196,14 @@ def _text(item: dict, key: str, *, maximum: int, required: bool = False) -> str:
 def _dimension(item: dict, key: str, *, default: int | None = None) -> int:
     value = item.get(key, default)
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 5:
-        raise AnswerInvalid(f"{key} must be an integer from 1 to 5, got {value!r}")
+        raise AnswerInvalid(f"{key} must be an integer from 1 to 5, got {_quoted(value)}")
     return value
 
 
 def _number(item: dict, key: str, *, low: float, high: float, default: float) -> float:
     value = item.get(key, default)
     if not isinstance(value, int | float) or isinstance(value, bool) or not low <= value <= high:
-        raise AnswerInvalid(f"{key} must be a number from {low} to {high}, got {value!r}")
+        raise AnswerInvalid(f"{key} must be a number from {low} to {high}, got {_quoted(value)}")
     return float(value)
 
 
@@ -163,7 +217,9 @@ def _ids(item: dict, key: str, *, allowed: set[int], required: bool) -> list[int
         raise AnswerInvalid(f"{key} must name at least one id")
     unknown = sorted(set(value) - allowed)
     if unknown:
-        raise AnswerInvalid(f"{key} names ids that were not in the material: {unknown}")
+        raise AnswerInvalid(
+            f"{key} names {len(unknown)} id(s) that were not in the material: {_quoted(unknown)}"
+        )
     return list(dict.fromkeys(value))
 
 
@@ -172,19 +228,23 @@ def _one_id(item: dict, key: str, *, allowed: set[int], required: bool = True) -
     if value is None and not required:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or value not in allowed:
-        raise AnswerInvalid(f"{key}={value!r} is not an id from the material")
+        raise AnswerInvalid(f"{key}={_quoted(value)} is not an id from the material")
     return value
 
 
 def _strings(item: dict, key: str, *, maximum: int, each: int) -> list[str]:
     value = item.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise AnswerInvalid(f"{key} must be a list of non-empty strings")
     if len(value) > maximum:
         raise AnswerInvalid(f"{key} has more than {maximum} items")
-    if any(len(v.strip()) > each for v in value):
+    # Names and tags are one line each: no control character is kept, not even a line break.
+    value = [_printable(v, layout=False).strip() for v in value]
+    if not all(value):
+        raise AnswerInvalid(f"{key} must be a list of non-empty strings")
+    if any(len(v) > each for v in value):
         raise AnswerInvalid(f"an item of {key} is longer than {each} characters")
-    return list(dict.fromkeys(v.strip() for v in value))
+    return list(dict.fromkeys(value))
 
 
 def entities_role_normalise(text: str) -> str:
@@ -329,12 +389,19 @@ def solidify_layer(*, chunks: list[Chunk], day: date, config: LLMConfig) -> Laye
             outcome.rejected.append(f"chunk of session {chunk.session_id}: {exc}")
             continue
         for data_in in inputs:
-            narrative = narrative_write(
-                data=data_in,
-                actor=Actor.LLM,
-                reason=f"DREAM solidify {day}: from {len(data_in.source_turn_ids)} turn(s) of "
-                f"session {chunk.session_id}",
+            narrative = _proposed(
+                outcome,
+                what=f"chunk of session {chunk.session_id}: narrative",
+                write=partial(
+                    narrative_write,
+                    data=data_in,
+                    actor=Actor.LLM,
+                    reason=f"DREAM solidify {day}: from {len(data_in.source_turn_ids)} turn(s) "
+                    f"of session {chunk.session_id}",
+                ),
             )
+            if narrative is None:
+                continue
             # The write gate may still refuse it; it is then kept as rejected, with its reason.
             rejected = narrative.status == MemoryStatus.REJECTED
             outcome.wrote("gate_rejected" if rejected else "narratives", narrative.pk)
@@ -596,20 +663,7 @@ def combing_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
         outcome.status = "skipped"
         outcome.detail["reason"] = "no new memories today"
         return outcome
-    failed = 0
-    for scope in scopes:
-        lease_heartbeat()
-        try:
-            report = _combing_scope(day=day, scope=scope, config=config, outcome=outcome)
-        except LLMUnavailable as exc:
-            report = {"status": "failed", "reason": str(exc)}
-            outcome.rejected.append(f"scope {scope.pk}: {exc}")
-        failed += report["status"] == "failed"
-        outcome.detail["scopes"][str(scope.pk)] = report
-    if failed == len(scopes):
-        outcome.status = "failed"
-    elif failed or outcome.rejected:
-        outcome.status = "partial"
+    _per_scope(scopes, outcome=outcome, run=partial(_combing_scope, day=day, config=config))
     return outcome
 
 
@@ -640,20 +694,23 @@ def _combing_scope(*, day: date, scope: Scope, config: LLMConfig, outcome: Layer
             reason=f"{reason}: re-scored" + (f" ({item['why']})" if item["why"] else ""),
         )
         outcome.wrote("rescored", item["id"])
+    where = f"scope {scope.pk}"
     for fact_input in plan["facts"]:
-        try:
-            # The outcome goes to the owner, never back to the LLM, so a value it restates is
-            # compared with a secret current one too and leaves it secret.
-            fact = fact_write(
+        # The outcome goes to the owner, never back to the LLM, so a value it restates is
+        # compared with a secret current one too and leaves it secret.
+        fact = _proposed(
+            outcome,
+            what=f"{where}: fact {fact_input.predicate}",
+            write=partial(
+                fact_write,
                 data=fact_input,
                 actor=Actor.LLM,
                 reason=f"{reason}: profile fact",
                 writer_sees_secrets=True,
-            )
-        except InvalidInput as exc:
-            outcome.rejected.append(f"fact {fact_input.predicate}: {exc}")
-            continue
-        outcome.wrote("facts", fact.pk)
+            ),
+        )
+        if fact is not None:
+            outcome.wrote("facts", fact.pk)
     if plan["self_concept"] and not context["self_concept_writable"]:
         # The self-concept is global: it changes only from global sources (or the owner).
         report["self_concept_skipped"] = (
@@ -662,15 +719,25 @@ def _combing_scope(*, day: date, scope: Scope, config: LLMConfig, outcome: Layer
         )
     elif plan["self_concept"]:
         for item in plan["self_concept"]:
-            version = self_concept_write(
-                field=item["field"],
-                content=item["content"],
-                actor=Actor.LLM,
-                reason=f"{reason}: self-concept",
+            version = _proposed(
+                outcome,
+                what=f"{where}: self-concept {item['field']}",
+                write=partial(
+                    self_concept_write,
+                    field=item["field"],
+                    content=item["content"],
+                    actor=Actor.LLM,
+                    reason=f"{reason}: self-concept",
+                ),
             )
-            outcome.wrote("self_concept", version.pk)
+            if version is not None:
+                outcome.wrote("self_concept", version.pk)
     for item in plan["conflicts"]:
-        reflection = _tension_write(item, scope=context, reason=reason)
+        reflection = _proposed(
+            outcome,
+            what=f"{where}: tension of #{item['id']}",
+            write=partial(_tension_write, item, scope=context, reason=reason),
+        )
         if reflection is not None:
             outcome.wrote("tensions", reflection.pk)
     for item in plan["threads"]:
@@ -679,27 +746,39 @@ def _combing_scope(*, day: date, scope: Scope, config: LLMConfig, outcome: Layer
         scope_id = source.scope_id if source else scope.pk
         if _thread_exists(scope_id=scope_id, content=item["content"]):
             continue
-        thread = thread_write(
-            scope_id=scope_id,
-            content=item["content"],
-            importance=item["importance"],
-            emotional=item["emotional"],
-            recurrence=item["recurrence"],
-            unresolved=item["unresolved"],
-            source_memory_id=source.pk if source else None,
-            actor=Actor.LLM,
-            reason=f"{reason}: thread",
+        thread = _proposed(
+            outcome,
+            what=f"{where}: thread",
+            write=partial(
+                thread_write,
+                scope_id=scope_id,
+                content=item["content"],
+                importance=item["importance"],
+                emotional=item["emotional"],
+                recurrence=item["recurrence"],
+                unresolved=item["unresolved"],
+                source_memory_id=source.pk if source else None,
+                actor=Actor.LLM,
+                reason=f"{reason}: thread",
+            ),
         )
-        outcome.wrote("threads", thread.pk)
+        if thread is not None:
+            outcome.wrote("threads", thread.pk)
     for item in plan["thread_updates"]:
-        thread_set_status(
-            thread_id=item["id"],
-            status=item["status"],
-            actor=Actor.LLM,
-            reason=f"{reason}: thread {item['status']}"
-            + (f" ({item['why']})" if item["why"] else ""),
+        aged = _proposed(
+            outcome,
+            what=f"{where}: thread {item['id']} {item['status']}",
+            write=partial(
+                thread_set_status,
+                thread_id=item["id"],
+                status=item["status"],
+                actor=Actor.LLM,
+                reason=f"{reason}: thread {item['status']}"
+                + (f" ({item['why']})" if item["why"] else ""),
+            ),
         )
-        outcome.wrote("threads_aged", item["id"])
+        if aged is not None:
+            outcome.wrote("threads_aged", item["id"])
     return report
 
 
@@ -887,7 +966,8 @@ def drift_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
 def _per_scope(scopes: list[Scope], *, outcome: LayerOutcome, run) -> list[dict]:
     """Run a layer's `run(scope=…, outcome=…)` for each scope, keeping the lease; one scope's LLM
     failure is recorded and the others still run. Sets the layer's status from the scopes' reports
-    (skipped when none was asked, failed when all that were failed, partial when some did)."""
+    (skipped when none was asked, failed when all that were failed, partial when some did or an
+    item was rejected)."""
     for scope in scopes:
         lease_heartbeat()
         try:
@@ -902,7 +982,7 @@ def _per_scope(scopes: list[Scope], *, outcome: LayerOutcome, run) -> list[dict]
         outcome.status = "skipped"
     elif all(report["status"] == "failed" for report in asked):
         outcome.status = "failed"
-    elif any(report["status"] == "failed" for report in asked):
+    elif outcome.rejected or any(report["status"] == "failed" for report in asked):
         outcome.status = "partial"
     return reports
 
@@ -929,15 +1009,21 @@ def _drift_scope(*, day: date, scope: Scope, config: LLMConfig, outcome: LayerOu
     if plan["thread"] and not _thread_exists(
         scope_id=seed.scope_id, content=plan["thread"]["content"]
     ):
-        thread = thread_write(
-            scope_id=seed.scope_id,
-            source_memory_id=seed.pk,
-            actor=Actor.LLM,
-            reason=f"DREAM night drift {day}: {plan['insight'][:200]} "
-            f"(memories {plan['memory_ids']})",
-            **plan["thread"],
+        thread = _proposed(
+            outcome,
+            what=f"scope {scope.pk}: thread",
+            write=partial(
+                thread_write,
+                scope_id=seed.scope_id,
+                source_memory_id=seed.pk,
+                actor=Actor.LLM,
+                reason=f"DREAM night drift {day}: {plan['insight'][:200]} "
+                f"(memories {plan['memory_ids']})",
+                **plan["thread"],
+            ),
         )
-        outcome.wrote("threads", thread.pk)
+        if thread is not None:
+            outcome.wrote("threads", thread.pk)
     return report
 
 
@@ -1001,8 +1087,17 @@ def _dream_scope(*, day: date, scope: Scope, config: LLMConfig, outcome: LayerOu
     except AnswerInvalid as exc:
         outcome.rejected.append(f"scope {scope.pk}: {exc}")
         return report | {"status": "failed", "reason": str(exc)}
-    dream = narrative_write(
-        data=data_in, actor=Actor.LLM, reason=f"DREAM symbolic dream {day} · {scope.label}"
+    dream = _proposed(
+        outcome,
+        what=f"scope {scope.pk}: dream",
+        write=partial(
+            narrative_write,
+            data=data_in,
+            actor=Actor.LLM,
+            reason=f"DREAM symbolic dream {day} · {scope.label}",
+        ),
     )
-    outcome.wrote("gate_rejected" if dream.status == MemoryStatus.REJECTED else "dreams", dream.pk)
+    if dream is not None:
+        written = "gate_rejected" if dream.status == MemoryStatus.REJECTED else "dreams"
+        outcome.wrote(written, dream.pk)
     return report

@@ -132,6 +132,18 @@ def _interrupted_mark(*, now: datetime) -> None:
     )
 
 
+def _failed_record(run: DreamRun, *, exc: Exception) -> None:
+    """What broke between layers (recording a layer's stats, a progress callback) ends the run as
+    failed on record, instead of "running" until the next run calls it interrupted. Stats and
+    tokens are left as last stored: they may be what could not be saved."""
+    run.status = DreamRunStatus.FAILED
+    run.error = f"the run stopped: {type(exc).__name__}: {exc}"[:1000]
+    run.finished_at = timezone.now()
+    DreamRun.objects.filter(pk=run.pk).update(
+        status=run.status, error=run.error, finished_at=run.finished_at
+    )
+
+
 def _layer_actor(name: str) -> str:
     return Actor.LLM if name in LLM_LAYERS else Actor.SYSTEM
 
@@ -186,6 +198,9 @@ def dream_run(
                 run.finished_at = timezone.now()
                 run.save(update_fields=["status", "error", "finished_at", "stats", "tokens"])
                 return run
+            except Exception as exc:
+                _failed_record(run, exc=exc)
+                raise
         return run
     finally:
         lease_release(holder=holder)

@@ -1,7 +1,9 @@
 """The one HTTP client for outside services that may carry a key: the LLM and the HTTP embedders.
 
 Rules every call follows, so no caller has to remember them:
-- explicit connect/read/write timeouts;
+- explicit connect/read/write timeouts, and one deadline for each request as a whole (headers and
+  body), so an endpoint that answers a byte at a time cannot hold the caller past its timeout;
+- a cap on the size of the answer, read as it streams in, never the whole of it first;
 - bounded retries with exponential backoff and jitter, only where a retry can help (the policy
   names which statuses and whether a timeout is worth repeating);
 - redirects are never followed: a redirect would carry the key to wherever the Location points
@@ -14,9 +16,13 @@ Rules every call follows, so no caller has to remember them:
   endpoint may echo the request's headers back).
 """
 
+import contextlib
 import ipaddress
 import json
 import logging
+import socket
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -35,6 +41,10 @@ logger = logging.getLogger("tideline.http")
 RETRY_BASE_SECONDS = 0.5
 RETRY_MAX_SECONDS = 8.0
 CONNECT_TIMEOUT_SECONDS = 5.0
+# The largest answer a caller legitimately receives: an embedder's largest batch (2048 texts) of
+# 4096-dimension vectors, written as JSON floats, is about 200 MB. Callers that expect far less
+# (the LLM) pass their own, smaller cap.
+RESPONSE_MAX_BYTES = 256 * 1024 * 1024
 
 
 class HttpFailed(Exception):
@@ -100,10 +110,68 @@ def _status_failure(response: httpx2.Response, url: str) -> HttpFailed:
     return HttpFailed(f"{url} answered HTTP {response.status_code}")
 
 
+@contextlib.contextmanager
+def _deadline(seconds: float) -> Iterator[tuple[dict, threading.Event]]:
+    """httpx's timeouts bound each network operation, not the request: an endpoint that sends a
+    byte within every read timeout holds the caller for as long as it likes. A timer shuts the
+    request's socket down once `seconds` have passed, which ends a blocked read or write at once,
+    in the headers or the body alike. Yields the request extensions that hand the socket over
+    (httpcore's trace hook) and the event that tells the deadline struck."""
+    sockets: list[socket.socket] = []
+    expired = threading.Event()
+
+    def cut(sock: socket.socket) -> None:
+        with contextlib.suppress(OSError):  # already closed: nothing left to stop
+            sock.shutdown(socket.SHUT_RDWR)
+
+    def expire() -> None:
+        expired.set()
+        for sock in list(sockets):
+            cut(sock)
+
+    def trace(event: str, info: dict) -> None:
+        # The TCP socket, then for https the TLS socket that takes its descriptor over.
+        if event in {"connection.connect_tcp.complete", "connection.start_tls.complete"}:
+            sock = info["return_value"].get_extra_info("socket")
+            sockets.append(sock)
+            if expired.is_set():  # the deadline struck while this socket was connecting
+                cut(sock)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield {"trace": trace}, expired
+    finally:
+        timer.cancel()
+
+
+def _body_read(response: httpx2.Response, *, url: str, max_bytes: int) -> bytes:
+    body = bytearray()
+    for chunk in response.iter_bytes():
+        body += chunk
+        if len(body) > max_bytes:
+            raise HttpFailed(f"{url} answered more than {max_bytes} bytes")
+    return bytes(body)
+
+
+def http_post_seconds_max(*, timeout: float, policy: RetryPolicy) -> float:
+    """The longest `http_post_json` can take: every attempt to its deadline, every backoff at its
+    longest."""
+    return (policy.retries + 1) * timeout + policy.retries * RETRY_MAX_SECONDS
+
+
 def http_post_json(
-    *, url: str, body: dict, api_key: str, timeout: float, policy: RetryPolicy
+    *,
+    url: str,
+    body: dict,
+    api_key: str,
+    timeout: float,
+    policy: RetryPolicy,
+    max_bytes: int = RESPONSE_MAX_BYTES,
 ) -> dict:
-    """POST a JSON body and return the JSON object answered. Raises HttpFailed."""
+    """POST a JSON body and return the JSON object answered. Each attempt ends within `timeout`
+    seconds, and an answer over `max_bytes` is refused. Raises HttpFailed."""
     endpoint_url_validate(url, what="the service URL")
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if api_key:
@@ -111,22 +179,41 @@ def http_post_json(
     limits = httpx2.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT_SECONDS))
     content = json.dumps(body, ensure_ascii=False).encode()
 
+    late = f"no complete answer within {timeout:g} s"
+
+    def timed_out(how: str) -> HttpFailed:
+        failure_type = _Retryable if policy.on_timeout else HttpFailed
+        return failure_type(f"{url} timed out ({how})")
+
     def attempt() -> dict:
+        with (
+            httpx2.Client(follow_redirects=False, trust_env=False, timeout=limits) as client,
+            _deadline(timeout) as (extensions, expired),
+        ):
+            try:
+                with client.stream(
+                    "POST", url, content=content, headers=headers, extensions=extensions
+                ) as response:
+                    if response.status_code in policy.statuses:
+                        raise _Retryable(f"{url} answered HTTP {response.status_code}")
+                    if not response.is_success:
+                        raise _status_failure(response, url)
+                    raw = _body_read(response, url=url, max_bytes=max_bytes)
+            except httpx2.TransportError as exc:
+                # The deadline ends the request by shutting its socket: a timeout, however the
+                # transport reports the cut.
+                if expired.is_set():
+                    raise timed_out(late) from exc
+                if isinstance(exc, httpx2.TimeoutException):
+                    raise timed_out(type(exc).__name__) from exc
+                raise _Retryable(f"{url} could not be reached ({type(exc).__name__})") from exc
+            if expired.is_set():
+                # A body that ends at the connection's close reads as complete when cut short.
+                raise timed_out(late)
         try:
-            with httpx2.Client(follow_redirects=False, trust_env=False, timeout=limits) as client:
-                response = client.post(url, content=content, headers=headers)
-        except httpx2.TimeoutException as exc:
-            failure_type = _Retryable if policy.on_timeout else HttpFailed
-            raise failure_type(f"{url} timed out ({type(exc).__name__})") from exc
-        except httpx2.TransportError as exc:
-            raise _Retryable(f"{url} could not be reached ({type(exc).__name__})") from exc
-        if response.status_code in policy.statuses:
-            raise _Retryable(f"{url} answered HTTP {response.status_code}")
-        if not response.is_success:
-            raise _status_failure(response, url)
-        try:
-            payload = response.json()
-        except ValueError as exc:
+            payload = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            # RecursionError: JSON nested deeper than the parser's stack, still just not an answer.
             raise HttpFailed(f"{url} answered something that is not JSON") from exc
         if not isinstance(payload, dict):
             raise HttpFailed(f"{url} answered JSON that is not an object")

@@ -20,6 +20,7 @@ from memory.services.http_client import (
     RetryPolicy,
     endpoint_url_validate,
     http_post_json,
+    http_post_seconds_max,
 )
 from tideline_site.private_files import private_dir_ensure, private_file_write
 
@@ -28,6 +29,14 @@ logger = logging.getLogger("tideline.llm")
 # A completion is not cheap and a slow one stays slow: retry only what says "try again"
 # (overload, gateway trouble, no connection), never a timeout.
 LLM_RETRY_STATUSES = frozenset({429, 502, 503, 504})
+# A completion of even 100,000 tokens is well under 1 MB of JSON, escapes included: anything much
+# larger is not an answer, and reading it would only cost memory.
+LLM_RESPONSE_MAX_BYTES = 4 * 1024 * 1024
+# No model reads or writes ten million tokens in one completion (the largest context windows hold
+# about two million), so a larger count is a broken or hostile endpoint, not usage. It is treated
+# as unreported (0), like a missing count, rather than clamped: a clamped count would be tokens
+# nobody spent. This also keeps what DREAM adds up far inside PostgreSQL's integer (2**31 - 1).
+TOKEN_COUNT_MAX = 10_000_000
 
 
 class LLMUnavailable(Exception):
@@ -155,6 +164,17 @@ def _strip_fences(text: str) -> str:
     return text.strip()
 
 
+def _retry_policy() -> RetryPolicy:
+    return RetryPolicy(
+        retries=settings.TIDELINE_LLM_RETRIES, statuses=LLM_RETRY_STATUSES, on_timeout=False
+    )
+
+
+def llm_call_seconds_max() -> float:
+    """The longest one `llm_complete_json` can take, retries and their backoff included."""
+    return http_post_seconds_max(timeout=settings.TIDELINE_LLM_TIMEOUT, policy=_retry_policy())
+
+
 def llm_complete_json(
     *, system: str, user: str, config: LLMConfig | None = None, timeout: float | None = None
 ) -> LLMReply:
@@ -174,18 +194,16 @@ def llm_complete_json(
             body=body,
             api_key=config.api_key,
             timeout=timeout or settings.TIDELINE_LLM_TIMEOUT,
-            policy=RetryPolicy(
-                retries=settings.TIDELINE_LLM_RETRIES,
-                statuses=LLM_RETRY_STATUSES,
-                on_timeout=False,
-            ),
+            policy=_retry_policy(),
+            max_bytes=LLM_RESPONSE_MAX_BYTES,
         )
     except HttpFailed as exc:
         raise LLMUnavailable(f"LLM request failed: {exc}") from exc
     try:
         content = payload["choices"][0]["message"]["content"]
         data = json.loads(_strip_fences(content))
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError) as exc:
+        # RecursionError: content nested deeper than the parser's stack is no answer either.
         raise LLMUnavailable("LLM answered something that is not the expected JSON") from exc
     if not isinstance(data, dict):
         raise LLMUnavailable("LLM answered JSON that is not an object")
@@ -199,4 +217,6 @@ def llm_complete_json(
 
 
 def _token_count(value: object) -> int:
-    return value if isinstance(value, int) and value >= 0 else 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        return 0
+    return value if 0 <= value <= TOKEN_COUNT_MAX else 0

@@ -1,8 +1,9 @@
 """A local fake OpenAI-compatible server: the one fake we allow, at the process edge.
 
 Tests script its answers in order: a JSON object to return as the assistant's content, raw text
-(for invalid JSON), an HTTP status (for server errors), a redirect, or a delay (for timeouts). It records every
-request body so tests can check what was (and was not) sent.
+(for invalid JSON), an HTTP status (for server errors), a redirect, or a delay (for timeouts); the token
+counts it reports, a raw HTTP body in place of the completion, and a body dripped byte by byte (for a
+whole-request deadline). It records every request body so tests can check what was (and was not) sent.
 """
 
 import contextlib
@@ -20,6 +21,11 @@ class Answer:
     status: int = 200
     delay: float = 0.0
     headers: dict = field(default_factory=dict)
+    usage: dict = field(
+        default_factory=lambda: {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+    )
+    body: bytes | None = None  # sent as is instead of a completion around `content`
+    drip: float = 0.0  # seconds between the body's bytes
 
 
 def json_answer(data: dict) -> Answer:
@@ -83,16 +89,20 @@ class FakeLLM:
                     "choices": [
                         {"index": 0, "message": {"role": "assistant", "content": answer.content}}
                     ],
-                    "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+                    "usage": answer.usage,
                 }
-                data = json.dumps(payload).encode()
+                data = answer.body if answer.body is not None else json.dumps(payload).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 # A client that gave up (a scripted timeout) leaves nobody to answer.
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    self.wfile.write(data)
+                    step = 1 if answer.drip else max(1, len(data))
+                    for start in range(0, len(data), step):
+                        self.wfile.write(data[start : start + step])
+                        self.wfile.flush()
+                        time.sleep(answer.drip)
 
             def log_message(self, *args) -> None:
                 return
