@@ -178,23 +178,23 @@ def http_server(transactional_db):
     process.wait(timeout=10)
 
 
-def _raw_post(url: str, headers: dict) -> int:
-    body = json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": HANDSHAKE_PROTOCOL_VERSIONS[-1],
-                "capabilities": {},
-                "clientInfo": {"name": "probe", "version": "1"},
-            },
-        }
-    ).encode()
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": HANDSHAKE_PROTOCOL_VERSIONS[-1],
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"},
+    },
+}
+
+
+def _raw_request(url: str, *, method: str, headers: dict, message: dict | None = None):
     request = urllib.request.Request(
         url,
-        data=body,
-        method="POST",
+        data=json.dumps(message).encode() if message else None,
+        method=method,
         headers={
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
@@ -203,9 +203,13 @@ def _raw_post(url: str, headers: dict) -> int:
     )
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status
+            return response.status, response.headers
     except urllib.error.HTTPError as error:
-        return error.code
+        return error.code, error.headers
+
+
+def _raw_post(url: str, headers: dict) -> int:
+    return _raw_request(url, method="POST", headers=headers, message=INITIALIZE)[0]
 
 
 def test_it_serves_a_real_client_over_http_with_a_key(http_server, tmp_path):
@@ -241,40 +245,12 @@ def test_it_refuses_http_without_a_key_or_from_a_foreign_host_or_origin(http_ser
     assert _raw_post(http_server, auth) == 200
 
 
-def _raw_request(url: str, *, method: str, headers: dict, message: dict | None = None):
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(message).encode() if message else None,
-        method=method,
-        headers={
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-            **headers,
-        },
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, response.headers
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers
-
-
 def test_it_keeps_an_mcp_session_to_the_key_that_opened_it(http_server, project, other_project):
     """Before, key B could close key A's MCP session (or post into it) by its session id."""
     _, key_a = apikey_create(name="agent a", scope_ids=[project.pk])
     _, key_b = apikey_create(name="agent b", scope_ids=[other_project.pk])
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": HANDSHAKE_PROTOCOL_VERSIONS[-1],
-            "capabilities": {},
-            "clientInfo": {"name": "probe", "version": "1"},
-        },
-    }
     status, headers = _raw_request(
-        http_server, method="POST", headers={"Authorization": f"Bearer {key_a}"}, message=initialize
+        http_server, method="POST", headers={"Authorization": f"Bearer {key_a}"}, message=INITIALIZE
     )
     assert status == 200
     session = {"mcp-session-id": headers["mcp-session-id"]}

@@ -92,21 +92,25 @@ def test_it_promotes_a_statement_repeated_in_a_later_utterance(db, make_repo):
     assert AuditEvent.objects.filter(action="promote", target_id=note.pk).exists()
 
 
-def test_it_leaves_a_secret_value_secret_when_a_capture_restates_it(db, make_repo):
-    """A flush answers the owner only: a captured value equal to the secret current one is a
-    restatement, not a plain replacement that would show the value to every agent."""
-    repo = make_repo("archive-manager", "git@github.com:someone/archive-manager.git")
-    secret = fact_write(
+def _secret_name(value: str):
+    return fact_write(
         data=FactInput(
             scope_id=scope_global().pk,
             profile_name=USER_PROFILE,
             profile_kind="user",
             kind="fact",
             predicate="name",
-            value="李雷",
+            value=value,
             secret=True,
         )
     )
+
+
+def test_it_leaves_a_secret_value_secret_when_a_capture_restates_it(db, make_repo):
+    """A flush answers the owner only: a captured value equal to the secret current one is a
+    restatement, not a plain replacement that would show the value to every agent."""
+    repo = make_repo("archive-manager", "git@github.com:someone/archive-manager.git")
+    secret = _secret_name("李雷")
     inbox_capture(content="我叫李雷。", cwd=str(repo))
     inbox_flush()
     current = Fact.objects.get(predicate="name", status=MemoryStatus.ACTIVE)
@@ -117,17 +121,7 @@ def test_it_keeps_a_secret_keys_new_value_secret_when_a_capture_changes_it(db, m
     """The inbox speaks for no agent: a new value it learns for a key the owner made secret
     stays secret, instead of replacing the secret with a value every agent reads."""
     repo = make_repo("archive-manager", "git@github.com:someone/archive-manager.git")
-    secret = fact_write(
-        data=FactInput(
-            scope_id=scope_global().pk,
-            profile_name=USER_PROFILE,
-            profile_kind="user",
-            kind="fact",
-            predicate="name",
-            value="李雷",
-            secret=True,
-        )
-    )
+    secret = _secret_name("李雷")
     inbox_capture(content="我叫韩梅梅。", cwd=str(repo))
     inbox_flush()
     current = Fact.objects.get(predicate="name", status=MemoryStatus.ACTIVE)

@@ -30,34 +30,8 @@ from memory.services.narratives import NarrativeInput, narrative_write
 from memory.services.self_concept import self_concept_write
 from memory.services.threads import snapshot_write, thread_write
 from memory.services.timeline import TurnInput, session_start, turns_record
+from tests.memory.conftest import PREFERENCE_SUMMARY
 from tideline_site import urls as _urlconf  # noqa: F401 — registers the model admins
-
-PREFERENCE_SUMMARY = "[偏好] 用户希望回复用简体中文"
-
-
-@pytest.fixture
-def owner(django_user_model):
-    return django_user_model.objects.create_superuser("owner", "owner@example.com", None)
-
-
-@pytest.fixture
-def owner_client(client, owner):
-    client.force_login(owner)
-    return client
-
-
-@pytest.fixture
-def preference(global_scope):
-    return fact_write(
-        data=FactInput(
-            scope_id=global_scope.pk,
-            profile_name="用户",
-            kind=FactKind.PREFERENCE,
-            predicate="responds_in",
-            value="简体中文",
-            summary=PREFERENCE_SUMMARY,
-        )
-    )
 
 
 @pytest.fixture

@@ -6,32 +6,12 @@ from django.contrib import admin
 from django.db import models
 from django.urls import reverse
 
-from memory.models import AuditEvent, Fact, FactKind, Memory, Scope, Thread
-from memory.services.facts import FactInput, fact_write
+from memory.models import AuditEvent, Fact, Memory, Scope, Thread
 from memory.services.narratives import NarrativeInput, narrative_write
 from tideline_site import urls as _urlconf  # noqa: F401 — registers the model admins
 
 HUGE_ID = "99999999999999999999999"
 BAD_YEARS = ("0", "99999")
-
-
-@pytest.fixture
-def owner_client(client, django_user_model):
-    client.force_login(django_user_model.objects.create_superuser("owner", "o@example.com", None))
-    return client
-
-
-@pytest.fixture
-def preference(global_scope):
-    return fact_write(
-        data=FactInput(
-            scope_id=global_scope.pk,
-            profile_name="用户",
-            kind=FactKind.PREFERENCE,
-            predicate="responds_in",
-            value="简体中文",
-        )
-    )
 
 
 def changelist_url(model) -> str:

@@ -1,0 +1,33 @@
+"""The owner panel's tests share an owner signed in and one preference to look at."""
+
+import pytest
+
+from memory.models import FactKind
+from memory.services.facts import FactInput, fact_write
+
+PREFERENCE_SUMMARY = "[偏好] 用户希望回复用简体中文"
+
+
+@pytest.fixture
+def owner(django_user_model):
+    return django_user_model.objects.create_superuser("owner", "owner@example.com", None)
+
+
+@pytest.fixture
+def owner_client(client, owner):
+    client.force_login(owner)
+    return client
+
+
+@pytest.fixture
+def preference(global_scope):
+    return fact_write(
+        data=FactInput(
+            scope_id=global_scope.pk,
+            profile_name="用户",
+            kind=FactKind.PREFERENCE,
+            predicate="responds_in",
+            value="简体中文",
+            summary=PREFERENCE_SUMMARY,
+        )
+    )
