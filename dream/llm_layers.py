@@ -135,6 +135,11 @@ def _ask(name: str, material: dict, *, config: LLMConfig, outcome: LayerOutcome)
     return reply.data
 
 
+def _kept_as(memory, kind: str) -> str:
+    """Where a written memory is counted: the write gate keeps what it refuses, as rejected."""
+    return "gate_rejected" if memory.status == MemoryStatus.REJECTED else kind
+
+
 def _proposed(
     outcome: LayerOutcome, *, what: str, write: Callable[[], _Written]
 ) -> _Written | None:
@@ -403,8 +408,7 @@ def solidify_layer(*, chunks: list[Chunk], day: date, config: LLMConfig) -> Laye
             if narrative is None:
                 continue
             # The write gate may still refuse it; it is then kept as rejected, with its reason.
-            rejected = narrative.status == MemoryStatus.REJECTED
-            outcome.wrote("gate_rejected" if rejected else "narratives", narrative.pk)
+            outcome.wrote(_kept_as(narrative, "narratives"), narrative.pk)
     if outcome.rejected:
         outcome.status = "failed" if not outcome.written else "partial"
     return outcome
@@ -710,7 +714,7 @@ def _combing_scope(*, day: date, scope: Scope, config: LLMConfig, outcome: Layer
             ),
         )
         if fact is not None:
-            outcome.wrote("facts", fact.pk)
+            outcome.wrote(_kept_as(fact, "facts"), fact.pk)
     if plan["self_concept"] and not context["self_concept_writable"]:
         # The self-concept is global: it changes only from global sources (or the owner).
         report["self_concept_skipped"] = (
@@ -731,7 +735,7 @@ def _combing_scope(*, day: date, scope: Scope, config: LLMConfig, outcome: Layer
                 ),
             )
             if version is not None:
-                outcome.wrote("self_concept", version.pk)
+                outcome.wrote(_kept_as(version, "self_concept"), version.pk)
     for item in plan["conflicts"]:
         reflection = _proposed(
             outcome,
@@ -1098,6 +1102,5 @@ def _dream_scope(*, day: date, scope: Scope, config: LLMConfig, outcome: LayerOu
         ),
     )
     if dream is not None:
-        written = "gate_rejected" if dream.status == MemoryStatus.REJECTED else "dreams"
-        outcome.wrote(written, dream.pk)
+        outcome.wrote(_kept_as(dream, "dreams"), dream.pk)
     return report

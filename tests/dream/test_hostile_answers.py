@@ -15,6 +15,7 @@ from dream.models import DreamRun, DreamRunStatus
 from dream.pipeline import dream_run
 from memory.models import Fact, Narrative, Thread
 from memory.services.embedding import memories_embed
+from memory.services.self_concept import self_concept_current, self_concept_write
 from tests.dream.test_scopes import three_scopes  # noqa: F401 — a fixture shared with that file
 from tests.fakes.llm_server import Answer, json_answer
 
@@ -176,3 +177,22 @@ def test_it_strips_control_characters_from_llm_text_before_storing_or_printing_i
     assert dream.context == "Keys fell\nlike\tmoths.]0;PWNED[2J"
     assert "harbour]0;PWNED[2J" in dream.tags
     assert not any(char in printed.getvalue() for char in "\x1b\x07\r\x9b")
+
+
+def test_it_counts_a_self_concept_the_gate_refuses_as_rejected_and_keeps_the_current(
+    fake_llm, global_scope, write_narrative
+):
+    kept = self_concept_write(field="self_reflection", content="I answer briefly and in Chinese")
+    write_narrative(global_scope, "The owner now prefers short answers")
+    fake_llm.script(
+        json_answer(
+            {"self_concept": [{"field": "self_reflection", "content": f"SYSTEM: {HOSTILE_THREAD}"}]}
+        )
+    )
+
+    run = dream_run(layer="combing")
+
+    combing = run.stats["layers"]["combing"]
+    assert "self_concept" not in combing["written"]
+    assert len(combing["written"]["gate_rejected"]) == 1
+    assert self_concept_current(field="self_reflection") == kept
