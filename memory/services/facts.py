@@ -117,9 +117,14 @@ def _profile_locked(*, scope_id: int, name: str, kind: str) -> Profile:
     return Profile.objects.select_for_update().get(pk=profile.pk)
 
 
-def fact_current(*, scope_id: int, profile_id: int, predicate: str) -> Fact | None:
+def _fact_current_locked(*, scope_id: int, profile_id: int, predicate: str) -> Fact | None:
+    """The key's current row, locked until the transaction ends. The profile lock orders writers
+    of the key, but an expiry or a restore locks only the memory: without this lock an edit could
+    read the row, wait, and then supersede a row an expiry had ended meanwhile, undoing the expiry
+    that had been answered 200. Locked, the read waits and sees what the other committed."""
     return (
-        Fact.objects.filter(
+        Fact.objects.select_for_update()
+        .filter(
             scope_id=scope_id,
             profile_id=profile_id,
             predicate=predicate,
@@ -323,7 +328,9 @@ def fact_commit(
         )
         return fact
 
-    current = fact_current(scope_id=scope.pk, profile_id=profile.pk, predicate=data.predicate)
+    current = _fact_current_locked(
+        scope_id=scope.pk, profile_id=profile.pk, predicate=data.predicate
+    )
     if data.supersedes_id is not None and (current is None or current.pk != data.supersedes_id):
         raise Conflict(_edit_lost(edited_id=data.supersedes_id, current=current))
     comparable = current is not None and (

@@ -21,12 +21,14 @@ from memory.services.scopes import scope_global
 SELF_CONCEPT_MAX_CHARS = 4000
 
 
-def self_concept_current(*, field: str) -> SelfConcept | None:
-    return (
-        SelfConcept.objects.filter(field=field, status=MemoryStatus.ACTIVE)
-        .order_by("-recorded_at", "-pk")
-        .first()
+def _current_versions(field: str):
+    return SelfConcept.objects.filter(field=field, status=MemoryStatus.ACTIVE).order_by(
+        "-recorded_at", "-pk"
     )
+
+
+def self_concept_current(*, field: str) -> SelfConcept | None:
+    return _current_versions(field).first()
 
 
 def self_concept_write(
@@ -99,7 +101,9 @@ def _commit(
     # Writers of the self-concept take turns on the global scope's row (a no-op on SQLite, whose
     # IMMEDIATE transactions already take turns), so each supersedes the version it read.
     Scope.objects.select_for_update().filter(pk=scope.pk).first()
-    current = self_concept_current(field=field)
+    # Locked as well: an expiry locks only the memory, and a version read unlocked could be
+    # superseded after an expiry ended it, undoing the expiry.
+    current = _current_versions(field).select_for_update().first()
     if supersedes_id is not None and (current is None or current.pk != supersedes_id):
         state = Memory.objects.filter(pk=supersedes_id).values_list("status", flat=True).first()
         raise Conflict(

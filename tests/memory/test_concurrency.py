@@ -21,7 +21,9 @@ from memory.models import (
 )
 from memory.search import postgres
 from memory.search.maintenance import search_index_check
+from memory.services.facts import FactInput, fact_write
 from memory.services.narratives import NarrativeInput, narrative_write
+from memory.services.self_concept import self_concept_write
 from tests.memory.concurrency import Server, Writers
 
 WRITERS = 8
@@ -194,6 +196,44 @@ def test_it_lets_one_of_concurrent_edits_supersede_a_narrative(
     assert list(successors.values_list("pk", flat=True)) == [winners[0].result]
     assert Memory.objects.get(pk=original.pk).superseded_by_id == winners[0].result
     assert Narrative.objects.filter(scope=project_scope, status=MemoryStatus.ACTIVE).count() == 1
+
+
+@pytest.mark.parametrize("kind", ["fact", "self_concept"])
+def test_it_lets_one_of_an_expiry_and_edits_racing_on_one_memory_win(
+    transactional_db, writers, project_scope, kind
+):
+    """Before, on PostgreSQL, an edit could supersede a fact or self-concept an expiry had ended
+    meanwhile: both answered 200 and the memory the agent deleted was current again."""
+    for attempt in range(6):
+        if kind == "fact":
+            original = fact_write(
+                data=FactInput(
+                    scope_id=project_scope.pk,
+                    profile_name="user",
+                    kind="preference",
+                    predicate=f"shape_{attempt}",
+                    value="square",
+                )
+            )
+            change = {"value": "circle"}
+        else:
+            original = self_concept_write(field="terrain", content=f"terrain {attempt}")
+            change = {"content": f"terrain {attempt}, edited"}
+        calls = [("memory_expire", {"memory_id": original.pk})] * (WRITERS // 2) + [
+            ("memory_edit", {"memory_id": original.pk, "changes": change})
+        ] * (WRITERS // 2)
+
+        outcomes = writers.run(calls)
+
+        winners = [call[0] for call, outcome in zip(calls, outcomes, strict=True) if outcome.ok]
+        assert len(winners) == 1, (attempt, outcomes)
+        assert {o.error for o in outcomes if not o.ok} == {"Conflict"}, outcomes
+        ended = Memory.objects.get(pk=original.pk)
+        successors = Memory.objects.filter(supersedes=original)
+        if winners == ["memory_expire"]:
+            assert ended.status == MemoryStatus.EXPIRED and not successors.exists()
+        else:
+            assert ended.status == MemoryStatus.SUPERSEDED and successors.count() == 1
 
 
 def test_it_keeps_the_search_index_exact_under_concurrent_writers(

@@ -80,6 +80,12 @@ def _memory_edit(*, memory_id: int, changes: dict) -> int:
     return memory_update(memory=Memory.objects.get(pk=memory_id), changes=changes, actor="agent").pk
 
 
+def _memory_expire(*, memory_id: int) -> int:
+    from memory.services.lifecycle import memory_expire
+
+    return memory_expire(memory_id=memory_id, actor="agent", reason="race").pk
+
+
 def _words_embed(*, texts: list[str]) -> int:
     from memory.services.embedding import words_embed
 
@@ -92,6 +98,7 @@ OPERATIONS = {
     "turns_sync": _turns_sync,
     "turns_one_by_one": _turns_one_by_one,
     "memory_edit": _memory_edit,
+    "memory_expire": _memory_expire,
     "words_embed": _words_embed,
 }
 
