@@ -41,7 +41,15 @@ def memories_activate(
             # which count reads, never a decision or a memory; the database stays consistent.
             with connection.cursor() as cursor:
                 cursor.execute("SET LOCAL synchronous_commit = off")
-        known = list(Memory.objects.filter(pk__in=ids).values_list("pk", flat=True))
+        # Locked in id order first: two recalls of overlapping memories (every search and block
+        # activates what it found) otherwise lock them in whatever order the update meets them,
+        # and PostgreSQL ends one of them with a deadlock, a 500 on a read.
+        known = list(
+            Memory.objects.select_for_update()
+            .filter(pk__in=ids)
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        )
         # Activation is bookkeeping, not an edit: updated_at stays, so the search index is not churned.
         Memory.objects.filter(pk__in=known).update(
             last_activated=now, activation_count=F("activation_count") + 1

@@ -236,6 +236,31 @@ def test_it_lets_one_of_an_expiry_and_edits_racing_on_one_memory_win(
             assert ended.status == MemoryStatus.SUPERSEDED and successors.count() == 1
 
 
+def test_it_counts_every_activation_of_memories_recalled_at_once(
+    transactional_db, writers, project_scope
+):
+    """Every search and block activates what it recalled. Before, on PostgreSQL, two recalls of
+    overlapping memories could lock them in different orders and one failed with a deadlock: a
+    500 on a read."""
+    memories = [
+        narrative_write(
+            data=NarrativeInput(gesture=f"recalled note {n}", scope_id=project_scope.pk)
+        )
+        for n in range(40)
+    ]
+    ids = [memory.pk for memory in memories]
+    calls = [
+        ("memories_activate", {"memory_ids": ids[w:] + ids[:w] if w % 2 else ids[::-1], "times": 5})
+        for w in range(WRITERS)
+    ]
+
+    outcomes = writers.run(calls)
+
+    assert _errors(outcomes) == []
+    counts = set(Memory.objects.filter(pk__in=ids).values_list("activation_count", flat=True))
+    assert counts == {WRITERS * 5}
+
+
 def test_it_keeps_the_search_index_exact_under_concurrent_writers(
     transactional_db, writers, project_scope
 ):

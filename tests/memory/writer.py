@@ -86,6 +86,12 @@ def _memory_expire(*, memory_id: int) -> int:
     return memory_expire(memory_id=memory_id, actor="agent", reason="race").pk
 
 
+def _memories_activate(*, memory_ids: list[int], times: int) -> int:
+    from memory.services.attention import memories_activate
+
+    return sum(memories_activate(memory_ids=memory_ids, source="race") for _ in range(times))
+
+
 def _words_embed(*, texts: list[str]) -> int:
     from memory.services.embedding import words_embed
 
@@ -99,6 +105,7 @@ OPERATIONS = {
     "turns_one_by_one": _turns_one_by_one,
     "memory_edit": _memory_edit,
     "memory_expire": _memory_expire,
+    "memories_activate": _memories_activate,
     "words_embed": _words_embed,
 }
 
