@@ -40,10 +40,16 @@ def scope_ensure(*, kind: str, key: str, label: str = "", workspace: Scope | Non
     key = key.strip()
     if not key:
         raise InvalidInput("a workspace or project scope needs a key", field="scope")
+    key_max = Scope._meta.get_field("key").max_length
+    if len(key) > key_max:
+        # Checked here, after normalising (lowercasing can lengthen a remote: "İ" is two
+        # characters lower): PostgreSQL refuses a longer key where SQLite would store it.
+        raise InvalidInput(
+            f"a scope's key (its remote or path) is at most {key_max} characters", field="scope"
+        )
+    label = (label or scope_label(kind=kind, key=key))[: Scope._meta.get_field("label").max_length]
     scope, created = Scope.objects.get_or_create(
-        kind=kind,
-        key=key,
-        defaults={"label": label or scope_label(kind=kind, key=key), "workspace": workspace},
+        kind=kind, key=key, defaults={"label": label, "workspace": workspace}
     )
     if not created and workspace is not None and scope.workspace_id is None:
         scope.workspace = workspace

@@ -1,6 +1,7 @@
 import pytest
 
 from memory.models import Scope, ScopeKind
+from memory.services.errors import InvalidInput
 from memory.services.scopes import (
     git_remote_normalise,
     project_root,
@@ -116,3 +117,15 @@ def test_it_honours_explicit_scopes(db, make_repo):
     assert scope_resolve(explicit="global") == scope_global()
     visible = scope_visible_ids(scope=project)
     assert visible == [project.pk, scope_workspace(create=False).pk, scope_global().pk]
+
+
+def test_it_refuses_a_remote_too_long_to_be_a_key_and_cuts_a_long_label(db):
+    """PostgreSQL refuses a key over 512 or a label over 200 characters; SQLite stored them, so
+    the same write answered 500 on one backend and 200 on the other."""
+    with pytest.raises(InvalidInput, match="at most 512"):
+        scope_resolve(explicit="project:github.com:me/" + "İ" * 400)
+
+    long_name = scope_resolve(explicit="project:github.com:me/" + "r" * 300)
+
+    assert long_name.key == "github.com/me/" + "r" * 300
+    assert len(long_name.label) == 200
