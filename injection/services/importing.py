@@ -17,7 +17,13 @@ from django.utils.dateparse import parse_datetime
 from injection.services.sync import SessionRef, session_open, turns_sync
 from injection.transcripts import claude_code_turns, text_of
 from memory.models import Actor, Scope, ScopeKind
-from memory.services.bounds import MOMENT_EARLIEST, MOMENT_LATEST, moment_storable
+from memory.services.bounds import (
+    MOMENT_EARLIEST,
+    MOMENT_LATEST,
+    moment_storable,
+    text_storable,
+    text_well_formed,
+)
 from memory.services.errors import InvalidInput
 from memory.services.scopes import scope_resolve
 from memory.services.timeline import TURN_MAX_CHARS, TurnInput, turns_validate
@@ -29,12 +35,22 @@ HERMES_STATE_FILE = "state.db"
 HERMES_DEBUG_DUMP_PREFIX = "request_dump_"
 
 
+def _storable(text: str) -> str:
+    """Text from a file as the store can hold it on either backend: no NUL (PostgreSQL's text
+    refuses it), no lone surrogate (no database encodes one)."""
+    return text_well_formed(text_storable(text))
+
+
 @dataclass
 class ParsedSession:
     runtime: str
     external_id: str
     cwd: str = ""
     turns: list[TurnInput] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.external_id = _storable(self.external_id)
+        self.cwd = _storable(self.cwd)
 
 
 def _when(value, *, turn_id: str) -> datetime | None:
@@ -65,9 +81,9 @@ def _when(value, *, turn_id: str) -> datetime | None:
 def _turn(role: str, content: str, turn_id: str, when) -> TurnInput:
     return TurnInput(
         role=role,
-        content=content[:TURN_MAX_CHARS],
+        content=_storable(content)[:TURN_MAX_CHARS],
         occurred_at=_when(when, turn_id=turn_id),
-        meta={"external_id": turn_id[:200]},
+        meta={"external_id": _storable(turn_id)[:200]},
     )
 
 

@@ -206,3 +206,27 @@ def test_it_reports_a_file_it_cannot_read(db):
     with pytest.raises(CommandError, match="every file failed"):
         call_command("import_sessions", "/proc/self/mem", stdout=StringIO(), stderr=err)
     assert "/proc/self/mem: cannot read it" in err.getvalue()
+
+
+def test_it_imports_ids_and_text_with_nul_or_a_lone_surrogate_on_either_backend(db, tmp_path):
+    """PostgreSQL's text holds no NUL and no database encodes a lone surrogate: before, such a
+    file was a traceback on PostgreSQL, and the session it opened stayed behind empty."""
+    (tmp_path / "odd.jsonl").write_text(
+        json.dumps(
+            {
+                "session": "s\u0000x",
+                "id": "t\ud800",
+                "cwd": "/tmp/\u0000",
+                "role": "user",
+                "content": "hello \u0000 there \ud800",
+            },
+            ensure_ascii=True,
+        )
+        + "\n"
+    )
+
+    call_command("import_sessions", str(tmp_path), stdout=StringIO(), stderr=StringIO())
+
+    session = Session.objects.get()
+    assert session.external_id == "sx"
+    assert session.turns.get().content == "hello  there ?"
