@@ -8,6 +8,11 @@ def main() -> None:
     from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
+    for argument in sys.argv[1:]:
+        # Bytes that are not UTF-8 reach Python as lone surrogates, which no database and no file
+        # name Tideline writes can hold: refused here, once for every command.
+        if argument != argument.encode("utf-8", "replace").decode("utf-8"):
+            sys.exit(f"tideline: the argument {argument!r} is not UTF-8 text")
     try:
         execute_from_command_line(sys.argv)
     except ImproperlyConfigured as exc:

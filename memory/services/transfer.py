@@ -472,7 +472,7 @@ def store_import(*, path: Path, actor: str = Actor.OWNER) -> TransferReport:
                 instance.key_id = None
             try:
                 row.save(force_insert=True)
-            except (IntegrityError, DataError, OverflowError) as exc:
+            except (IntegrityError, DataError, OverflowError, UnicodeEncodeError) as exc:
                 raise InvalidInput(f"{path}:{number} cannot be stored here: {exc}") from exc
             if label == "memory.scope" and old in renumber:
                 mapping[old] = instance.pk

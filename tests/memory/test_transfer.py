@@ -605,6 +605,8 @@ def _damaged(lines: list[str], damage: str) -> bytes:
             fields["external_id"] = None
         case "scope id out of range":
             fields["scope"] = 2**70
+        case "lone surrogate":
+            fields["external_id"] = "moved-\ud800"
         case "repeated row":
             header["counts"]["memory.session"] = 2
             return "\n".join([json.dumps(header), *lines[1:], lines[2]]).encode() + b"\n"
@@ -630,6 +632,7 @@ def test_it_imports_the_small_export_it_damages_below(db, tmp_path):
         ("missing scope", 3),
         ("null required field", 3),
         ("scope id out of range", 3),
+        ("lone surrogate", 3),
         ("repeated row", 4),
     ],
 )
