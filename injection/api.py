@@ -167,7 +167,12 @@ def _unexpected(request, exc):
     )
     return api.create_response(
         request,
-        {"detail": "internal error; nothing was changed by it", "request_id": request_id},
+        # Not "nothing was changed": an operation's steps commit one by one (a turn is stored
+        # before its block is read), so the audit log, found by this id, says what was.
+        {
+            "detail": "internal error; the audit log shows what, if anything, was stored",
+            "request_id": request_id,
+        },
         status=500,
     )
 
