@@ -2,33 +2,42 @@
 """Tideline hook for Claude Code: SessionStart and UserPromptSubmit inject memory, Stop syncs turns.
 
 Standalone and standard-library only (no Django, no third-party imports, no urllib: raw sockets keep
-start-up well under 100 ms). Whatever happens — Tideline down, no key, garbage on stdin — it prints
-valid hook JSON and exits 0, so it can never break a session; an error only means nothing is
-injected this turn, and the server's reason is printed on stderr. It reads no transcript itself:
-Stop sends the transcript's newest raw lines and the server picks out the conversation.
+start-up well under 100 ms), and Python 3.9+ (macOS' /usr/bin/python3). Whatever happens —
+Tideline down or stalling, no key, garbage on stdin — it prints valid hook JSON and exits 0 within
+its deadline, so it can never break a session; an error only means nothing is injected this turn,
+and the server's reason is printed on stderr. It reads no transcript itself: Stop sends the
+transcript's newest raw lines and the server picks out the conversation.
 
 Configuration (environment, e.g. the `env` block of Claude Code's settings.json):
   TIDELINE_URL           default http://127.0.0.1:8000
   TIDELINE_API_KEY       a key from `manage.py apikey create` (without it nothing is sent)
-  TIDELINE_HOOK_TIMEOUT  seconds per request, default 3
+  TIDELINE_HOOK_TIMEOUT  seconds per request (connect, send and the whole answer), default 3
   TIDELINE_HOOK_START_TIMEOUT  seconds for SessionStart, default 15 (a server that has just started
                          is still loading its embedder and indexes; a session starts once)
 Usage: claude_code.py [SessionStart|UserPromptSubmit|Stop]  (else read from the hook input)
+Any other event (SubagentStop, PreCompact, …) is answered with {}: nothing to add.
 """
+
+from __future__ import annotations
 
 import json
 import os
 import socket
+import stat
 import sys
+import time
 
-EVENTS = ("SessionStart", "UserPromptSubmit", "Stop")
 RUNTIME = "claude_code"
 MAX_STDIN_BYTES = 2_000_000
 MAX_RESPONSE_BYTES = 4_000_000
 # The Stop hook re-sends the transcript's tail; the server skips turns it already holds, so only
-# the newest lines need to travel, within the server's 1 MB body limit.
+# the newest lines need to travel, within the server's 1 MB body limit (counted as sent: UTF-8
+# with JSON escapes), leaving room for the session fields.
 SYNC_TAIL_LINES = 400
 SYNC_TAIL_BYTES = 800_000
+# How much of the transcript's end is read: the budget several times over, so that one newest line
+# too large to send (a huge tool output) still leaves the earlier lines to sync.
+SYNC_READ_BYTES = 4_000_000
 MAX_TURN_CHARS = 100_000
 
 
@@ -38,23 +47,49 @@ class TidelineUnavailable(Exception):
 
 def _seconds(name: str, default: float) -> float:
     try:
-        return float(os.environ.get(name, "") or default)
+        seconds = float(os.environ.get(name, "") or default)
     except ValueError:
         return default
+    return seconds if seconds > 0 else default
+
+
+def _encoded(value) -> bytes:
+    """JSON as sent: UTF-8 (a CJK character costs 3 bytes, not a 6-byte escape); a lone surrogate,
+    which UTF-8 cannot carry, becomes '?'."""
+    return json.dumps(value, ensure_ascii=False).encode("utf-8", "replace")
+
+
+def _address(hostport: str) -> tuple[str, int]:
+    """host and port of `host[:port]` or `[v6][:port]`."""
+    if hostport.startswith("["):
+        host, _, port = hostport[1:].partition("]")
+        port = port[1:] if port.startswith(":") else ""
+    else:
+        host, _, port = hostport.partition(":")
+    try:
+        return host, int(port or 80)
+    except ValueError:
+        raise TidelineUnavailable(f"TIDELINE_URL has a bad port: {hostport}") from None
+
+
+def _printable(text: str) -> bool:
+    """No space or control character, so it cannot end a header line or add one."""
+    return all(" " < char <= "~" for char in text)
 
 
 def post(path: str, body: dict, *, timeout: float | None = None) -> dict:
-    """POST JSON to Tideline over a plain socket (HTTP/1.0: the server closes when done)."""
+    """POST JSON to Tideline over a plain socket (HTTP/1.0: the server closes when done), all of
+    it within one deadline: a server that answers a byte at a time cannot hold the session."""
     key = os.environ.get("TIDELINE_API_KEY", "").strip()
-    if not key:
-        raise TidelineUnavailable("TIDELINE_API_KEY is not set")
+    if not key or not _printable(key):
+        raise TidelineUnavailable("TIDELINE_API_KEY is not set (or not a single-line key)")
     base = os.environ.get("TIDELINE_URL", "http://127.0.0.1:8000").strip().rstrip("/")
-    timeout = timeout or _seconds("TIDELINE_HOOK_TIMEOUT", 3)
-    if not base.startswith("http://"):
+    deadline = time.monotonic() + (timeout or _seconds("TIDELINE_HOOK_TIMEOUT", 3))
+    if not base.startswith("http://") or not _printable(base):
         raise TidelineUnavailable("TIDELINE_URL must be http://host:port (a local server)")
     hostport, _, prefix = base[len("http://") :].partition("/")
-    host, _, port = hostport.rpartition(":") if ":" in hostport else (hostport, "", "80")
-    data = json.dumps(body).encode()
+    address = _address(hostport)
+    data = _encoded(body)
     head = (
         f"POST /{prefix + '/' if prefix else ''}{path.lstrip('/')} HTTP/1.0\r\n"
         f"Host: {hostport}\r\nAuthorization: Bearer {key}\r\n"
@@ -62,14 +97,22 @@ def post(path: str, body: dict, *, timeout: float | None = None) -> dict:
         f"Content-Length: {len(data)}\r\n\r\n"
     ).encode()
     chunks, size = [], 0
-    with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as sock:
-        sock.sendall(head + data)
-        while size <= MAX_RESPONSE_BYTES:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+    try:
+        with socket.create_connection(address, timeout=_left(deadline)) as sock:
+            sock.settimeout(_left(deadline))
+            sock.sendall(head + data)
+            while True:
+                sock.settimeout(_left(deadline))
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > MAX_RESPONSE_BYTES:
+                    raise TidelineUnavailable(f"answer larger than {MAX_RESPONSE_BYTES} bytes")
+    # socket.timeout, not TimeoutError: they are one class only from Python 3.10.
+    except socket.timeout:  # noqa: UP041
+        raise TidelineUnavailable("timed out") from None
     status_line, _, rest = b"".join(chunks).partition(b"\r\n")
     _, _, payload = rest.partition(b"\r\n\r\n")
     parts = status_line.split(b" ", 2)
@@ -77,27 +120,52 @@ def post(path: str, body: dict, *, timeout: float | None = None) -> dict:
         raise TidelineUnavailable(
             f"{status_line.decode('latin-1', 'replace')}: {_detail(payload)}".rstrip(": ")
         )
-    return json.loads(payload)
+    try:
+        answer = json.loads(payload)
+    except (ValueError, RecursionError):
+        raise TidelineUnavailable("the answer is not JSON") from None
+    return answer if isinstance(answer, dict) else {}
+
+
+def _left(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise socket.timeout("deadline passed")  # noqa: UP041 (3.9: see post)
+    return left
 
 
 def _detail(payload: bytes) -> str:
     """The server's reason for an error answer, for stderr."""
     try:
         detail = json.loads(payload).get("detail", "")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return ""
-    return json.dumps(detail, ensure_ascii=False) if not isinstance(detail, str) else detail
+    return json.dumps(detail) if not isinstance(detail, str) else detail
 
 
 def transcript_tail(path: str) -> list[str]:
-    """The transcript's newest lines, oldest first, as many as fit the request."""
-    with open(os.path.expanduser(path), encoding="utf-8", errors="replace") as transcript:
-        lines = [line.rstrip("\n") for line in transcript][-SYNC_TAIL_LINES:]
+    """The transcript's newest lines, oldest first, as many as fit the request. Only the end of a
+    regular file is read: a transcript can be huge, and a device or a fifo never ends (opened
+    non-blocking, so a fifo without a writer cannot hold the open either)."""
+    fd = os.open(os.path.expanduser(path), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with open(fd, "rb") as transcript:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return []
+        start = max(0, info.st_size - SYNC_READ_BYTES)
+        transcript.seek(start)
+        raw = transcript.read(SYNC_READ_BYTES).split(b"\n")
+    if start > 0:
+        raw = raw[1:]  # cut mid-line by the window
+    lines = [line.decode("utf-8", "replace").rstrip("\r") for line in raw][-SYNC_TAIL_LINES:]
     tail, size = [], 0
     for line in reversed(lines):
-        size += len(line.encode()) + 8
-        if size > SYNC_TAIL_BYTES:
+        cost = len(_encoded(line)) + 2  # the separating ", "
+        if cost > SYNC_TAIL_BYTES:
+            continue  # can never be sent; the lines before it still can
+        if size + cost > SYNC_TAIL_BYTES:
             break
+        size += cost
         tail.append(line)
     return tail[::-1]
 
@@ -139,29 +207,32 @@ HANDLERS = {"SessionStart": on_session_start, "UserPromptSubmit": on_prompt, "St
 
 
 def output(event: str, context: str) -> str:
+    """The hook's answer, ASCII only (non-ASCII as JSON escapes): it is valid JSON whatever the
+    block holds, even a lone surrogate, and writable whatever stdout's encoding."""
     if event == "Stop":
         # Stop hooks take no additional context; this says "nothing to show, carry on".
         return json.dumps({"suppressOutput": True})
+    if event not in HANDLERS:
+        return "{}"
     return json.dumps(
-        {"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}},
-        ensure_ascii=False,
+        {"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}
     )
 
 
 def main(argv: list[str]) -> int:
-    event = argv[1] if len(argv) > 1 and argv[1] in EVENTS else ""
     context = ""
     try:
         payload = json.loads(sys.stdin.buffer.read(MAX_STDIN_BYTES) or b"{}")
-        if not isinstance(payload, dict):
-            payload = {}
-    except (ValueError, OSError):
+    except (ValueError, OSError, RecursionError):
         payload = {}
-    if not event:
-        named = payload.get("hook_event_name")
-        event = named if named in EVENTS else "UserPromptSubmit"
+    if not isinstance(payload, dict):
+        payload = {}
+    # Claude Code names the event in its input; the argument covers an unreadable input.
+    named = payload.get("hook_event_name")
+    event = named if isinstance(named, str) and named else (argv[1] if len(argv) > 1 else "")
     try:
-        context = HANDLERS[event](payload) or ""
+        if event in HANDLERS:
+            context = HANDLERS[event](payload) or ""
         if not isinstance(context, str):
             context = ""
     except Exception as exc:

@@ -1,6 +1,7 @@
 """What a user does after `./tideline up`: the next steps, with this checkout's real paths."""
 
 import json
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +17,8 @@ class Checkout:
 
 
 def claude_code_settings(*, checkout: Checkout) -> dict:
-    hook = checkout.root / "injection" / "hooks" / "claude_code.py"
+    # Claude Code runs the command through a shell: a path with a space must stay one word.
+    hook = shlex.quote(str(checkout.root / "injection" / "hooks" / "claude_code.py"))
     return {
         "env": {"TIDELINE_URL": checkout.url, "TIDELINE_API_KEY": "tl_…"},
         "hooks": {
@@ -43,7 +45,8 @@ def mcp_client_config(*, checkout: Checkout) -> dict:
 
 
 def next_steps_render(*, checkout: Checkout) -> str:
-    cli = checkout.root / "tideline"
+    # Commands to paste into a shell; the JSON blocks carry their own escaping.
+    cli = shlex.quote(str(checkout.root / "tideline"))
     pretty = {"indent": 2, "ensure_ascii": False}
     return "\n".join(
         [

@@ -10,6 +10,7 @@ import os
 import subprocess
 from io import StringIO
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 from django.conf import settings
@@ -19,6 +20,7 @@ from injection.services.access import apikey_create
 from memory.models import ContextTurn, Fact, Session
 from tests.conftest import service_required
 from tests.injection.conftest import narrative_seed, weights_set
+from tests.injection.fake_tideline import Answer, FakeTideline, json_answer
 
 DRIVER = Path(__file__).with_name("hermes_session.py")
 
@@ -196,3 +198,217 @@ def test_it_keeps_hermes_running_while_tideline_is_down_and_delivers_later(
         ("user", "is the parser fixed?"),
         ("assistant", "yes, since Monday"),
     ]
+
+
+@pytest.fixture
+def fake():
+    server = FakeTideline().start()
+    yield server
+    server.stop()
+
+
+def provider_run(python: str, *, home: Path, url: str, cwd: Path, steps: list) -> list:
+    """The provider driven call by call against `url`; what each call returned or raised."""
+    completed = subprocess.run(
+        [python, str(DRIVER.with_name("hermes_steps.py"))],
+        input=json.dumps(steps),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            "PATH": os.environ["PATH"],
+            "HOME": str(home.parent),
+            "HERMES_HOME": str(home),
+            "TIDELINE_URL": url,
+            "TIDELINE_API_KEY": "tl_x_y",
+            "TIDELINE_CWD": str(cwd),
+        },
+    )
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def start(session_id: str = "h-1") -> list:
+    """initialize, then wait for the session-start request so the scripted answers stay in order."""
+    return [["initialize", [session_id], {}], ["system_prompt_block", [], {}]]
+
+
+def sent_turns(fake) -> list:
+    return [[t["content"] for t in body["turns"]] for body in fake.bodies() if "turns" in body]
+
+
+def test_it_follows_no_redirect_and_keeps_the_turns(hermes_python, hermes_home, fake, tmp_path):
+    elsewhere = FakeTideline().start()
+    fake.script(
+        json_answer({"block": ""}),
+        Answer(status=302, headers={"Location": f"{elsewhere.url}/api/v1/turns"}),
+        Answer(body=b""),
+    )
+    try:
+        provider_run(
+            hermes_python,
+            home=hermes_home,
+            url=fake.url,
+            cwd=tmp_path,
+            steps=[
+                *start(),
+                ["sync_turn", ["one", "two"], {}],
+                ["sync_turn", ["three", "four"], {}],
+                ["sync_turn", ["five", "six"], {}],
+            ],
+        )
+    finally:
+        elsewhere.stop()
+
+    # The key never went to the redirect's origin, and neither failure lost a turn.
+    assert elsewhere.requests == []
+    assert sent_turns(fake)[-1] == ["one", "two", "three", "four", "five", "six"]
+
+
+def test_it_holds_its_deadline_against_a_dripping_server(
+    hermes_python, hermes_home, fake, tmp_path
+):
+    dripping = Answer(body=json.dumps({"block": "late" + " " * 40}).encode(), drip=0.1)
+    fake.script(json_answer({"block": ""}), dripping, dripping, dripping)
+
+    seen = provider_run(
+        hermes_python,
+        home=hermes_home,
+        url=fake.url,
+        cwd=tmp_path,
+        steps=[
+            *start(),
+            ["client_timeout", [1.0], {}],
+            ["prefetch", ["is the parser fixed?"], {}],
+            ["on_session_end", [[{"role": "user", "content": "bye"}]], {}],
+            ["shutdown", [], {}],
+        ],
+    )
+
+    prefetch, session_end, shutdown = seen[3:]
+    assert prefetch["result"] == "", seen
+    assert prefetch["seconds"] < 2 and session_end["seconds"] < 2 and shutdown["seconds"] < 2
+
+
+def test_it_drops_a_refused_batch_and_retries_a_failed_one(
+    hermes_python, hermes_home, fake, tmp_path
+):
+    fake.script(
+        json_answer({"block": ""}),
+        json_answer({"detail": "content too long"}, status=422),
+        json_answer({"detail": "down for a moment"}, status=503),
+    )
+
+    provider_run(
+        hermes_python,
+        home=hermes_home,
+        url=fake.url,
+        cwd=tmp_path,
+        steps=[
+            *start(),
+            ["sync_turn", ["one", "two"], {}],
+            ["sync_turn", ["three", "four"], {}],
+            ["sync_turn", ["five", "six"], {}],
+        ],
+    )
+
+    assert sent_turns(fake) == [
+        ["one", "two"],
+        ["three", "four"],
+        ["three", "four", "five", "six"],
+    ]
+
+
+def test_it_sends_what_the_servers_limits_accept(hermes_python, hermes_home, fake, tmp_path):
+    transcript = [
+        {"role": "user" if i % 2 else "assistant", "content": f"边界 {i} " + "检" * 20_000}
+        for i in range(60)
+    ] + [{"role": "user", "content": f"short {i}"} for i in range(1_100)]
+
+    provider_run(
+        hermes_python,
+        home=hermes_home,
+        url=fake.url,
+        cwd=tmp_path,
+        steps=[
+            *start(),
+            ["prefetch", ["q" * 150_000], {}],
+            ["sync_turn", ["u" * 100_001, "fine"], {}],
+            ["on_session_end", [transcript], {}],
+        ],
+    )
+
+    prefetch, turns, *ends = (r for r in fake.requests if r["path"] != "/api/v1/session/start")
+    assert len(json.loads(prefetch["body"])["content"]) == 100_000
+    assert [len(t["content"]) for t in json.loads(turns["body"])["turns"]] == [100_000, 4]
+    assert all(len(r["body"]) <= 1_000_000 for r in ends)
+    assert all(len(json.loads(r["body"])["turns"]) <= 500 for r in ends)
+    assert [t["content"] for r in ends for t in json.loads(r["body"])["turns"]] == [
+        m["content"] for m in transcript
+    ]
+
+
+def test_it_writes_only_the_declared_fields_in_its_own_project(
+    hermes_python, hermes_home, fake, tmp_path
+):
+    fake.script(json_answer({"block": ""}), json_answer({"id": 7}))
+    args = {
+        "profile_name": "user",
+        "kind": "preference",
+        "predicate": "editor",
+        "value": "helix",
+        "cwd": "/somewhere/else",
+        "scope_id": 3,
+        "secret": "x",
+    }
+
+    seen = provider_run(
+        hermes_python,
+        home=hermes_home,
+        url=fake.url,
+        cwd=tmp_path,
+        steps=[*start(), ["handle_tool_call", ["tideline_write_fact", args], {}]],
+    )
+
+    assert json.loads(seen[2]["result"]) == {"id": 7}
+    assert fake.bodies()[-1] == {
+        "profile_name": "user",
+        "kind": "preference",
+        "predicate": "editor",
+        "value": "helix",
+        "cwd": str(tmp_path),
+    }
+
+
+def test_it_degrades_to_empty_answers_on_odd_ones(hermes_python, hermes_home, fake, tmp_path):
+    fake.script(
+        json_answer({"block": {"not": "a string"}}),
+        json_answer([1, 2]),
+        json_answer(None),
+        json_answer({"block": {"not": "a string"}}),
+        json_answer([{"memory": None}, 5, {"memory": {"id": 1, "summary": "s"}, "score": "x"}]),
+    )
+
+    seen = provider_run(
+        hermes_python,
+        home=hermes_home,
+        url=fake.url,
+        cwd=tmp_path,
+        steps=[
+            *start(),
+            ["prefetch", ["first"], {}],
+            ["prefetch", ["second"], {}],
+            ["prefetch", ["third"], {}],
+            ["handle_tool_call", ["tideline_search", {"query": "s", "limit": "abc"}], {}],
+            ["handle_tool_call", ["tideline_search", {"query": "s"}], {}],
+            ["sync_turn", ["lone \ud800 surrogate", "ok"], {}],
+        ],
+    )
+
+    assert [step["raised"] for step in seen] == [None] * 8
+    assert [step["result"] for step in seen[1:5]] == ["", "", "", ""]
+    assert json.loads(seen[5]["result"]) == [
+        {"id": 1, "type": None, "text": "s", "scope": None, "score": None}
+    ]
+    query = urlencode({"q": "s", "limit": 8, "cwd": str(tmp_path)})
+    assert fake.requests[4]["path"] == f"/api/v1/search?{query}"

@@ -1,9 +1,13 @@
 """The Claude Code hook, run as Claude Code runs it: a separate process fed JSON on stdin."""
 
+import ast
+import importlib.util
 import json
 import os
+import resource
 import subprocess
 import sys
+import time
 
 import pytest
 from django.conf import settings
@@ -11,20 +15,47 @@ from django.conf import settings
 from injection.services.access import apikey_create
 from memory.models import ContextTurn, Session
 from tests.injection.conftest import narrative_seed, weights_set
+from tests.injection.fake_tideline import Answer, FakeTideline
 
 HOOK = settings.BASE_DIR / "injection" / "hooks" / "claude_code.py"
 
 
-def run_hook(stdin: bytes, *, env: dict, args=()) -> dict:
+def run_hook(stdin: bytes, *, env: dict, args=(), timeout=30, **popen) -> dict:
     completed = subprocess.run(
         [sys.executable, "-I", str(HOOK), *args],
         input=stdin,
         capture_output=True,
         env={"PATH": os.environ["PATH"], **env},
-        timeout=30,
+        timeout=timeout,
+        **popen,
     )
     assert completed.returncode == 0, completed.stderr
+    # ASCII only: writable whatever stdout's encoding.
+    assert completed.stdout.isascii()
     return json.loads(completed.stdout)
+
+
+@pytest.fixture
+def fake():
+    server = FakeTideline().start()
+    yield server
+    server.stop()
+
+
+def fake_env(fake) -> dict:
+    return {"TIDELINE_URL": fake.url, "TIDELINE_API_KEY": "tl_x_y", "TIDELINE_HOOK_TIMEOUT": "5"}
+
+
+def stop_event(transcript) -> bytes:
+    return json.dumps(
+        {"hook_event_name": "Stop", "session_id": "s", "transcript_path": str(transcript)}
+    ).encode()
+
+
+def prompt_event(prompt: str = "hello there") -> bytes:
+    return json.dumps(
+        {"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": prompt}
+    ).encode()
 
 
 @pytest.fixture
@@ -163,9 +194,8 @@ def test_it_prints_valid_json_on_garbage_input(stdin):
         stdin, env={"TIDELINE_API_KEY": "tl_x_y", "TIDELINE_URL": "http://127.0.0.1:9"}
     )
 
-    assert output == {
-        "hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": ""}
-    }
+    # No event named anywhere: the one answer valid for every event.
+    assert output == {}
 
 
 @pytest.mark.parametrize("event", ["SessionStart", "UserPromptSubmit"])
@@ -210,3 +240,143 @@ def test_it_imports_nothing_outside_the_standard_library():
     out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True)
 
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_it_gives_up_on_a_dripping_server_at_its_deadline(fake):
+    fake.script(Answer(body=json.dumps({"block": "late" + " " * 40}).encode(), drip=0.1))
+    started = time.monotonic()
+
+    output = run_hook(prompt_event(), env={**fake_env(fake), "TIDELINE_HOOK_TIMEOUT": "1"})
+
+    assert time.monotonic() - started < 3
+    assert output["hookSpecificOutput"] == {
+        "hookEventName": "UserPromptSubmit",
+        "additionalContext": "",
+    }
+
+
+def test_it_survives_deeply_nested_json_on_stdin():
+    output = run_hook(b"[" * 100_000, env={}, args=["UserPromptSubmit"])
+
+    assert output["hookSpecificOutput"]["additionalContext"] == ""
+
+
+def test_it_prints_a_block_holding_a_lone_surrogate(fake):
+    fake.script(Answer(body=b'{"block": "hi \\ud800 there \xe8\xbe\xb9"}'))
+
+    output = run_hook(prompt_event(), env=fake_env(fake))
+
+    assert output["hookSpecificOutput"]["additionalContext"] == "hi \ud800 there 边"
+
+
+def transcript_line(uuid: str, text: str) -> str:
+    return json.dumps(
+        {"type": "user", "uuid": uuid, "message": {"role": "user", "content": text}},
+        ensure_ascii=False,
+    )
+
+
+def test_it_keeps_a_cjk_and_code_heavy_tail_under_the_body_limit(fake, tmp_path):
+    # Each line escapes to far more than its UTF-8 bytes: quotes and backslashes double.
+    text = '边界 "quoted" \\path\\ ' * 300
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text("\n".join(transcript_line(f"u{i}", text) for i in range(400)))
+
+    run_hook(stop_event(transcript), env=fake_env(fake))
+
+    (request,) = fake.requests
+    assert len(request["body"]) <= 1_000_000
+    assert json.loads(request["body"])["lines"][-1] == transcript_line("u399", text)
+
+
+def test_it_skips_a_newest_line_too_large_to_send_and_syncs_the_earlier_ones(fake, tmp_path):
+    transcript = tmp_path / "t.jsonl"
+    lines = [transcript_line("u1", "first"), transcript_line("u2", "second")]
+    transcript.write_text("\n".join([*lines, transcript_line("big", "x" * 1_200_000)]))
+
+    run_hook(stop_event(transcript), env=fake_env(fake))
+
+    assert fake.bodies()[0]["lines"] == lines
+
+
+def test_it_reads_only_the_end_of_a_huge_transcript(fake, tmp_path):
+    transcript = tmp_path / "t.jsonl"
+    with transcript.open("wb") as file:
+        file.truncate(400_000_000)  # sparse: huge to read, free to make
+        file.seek(0, os.SEEK_END)
+        file.write(("\n" + transcript_line("u1", "at the end")).encode())
+    limit = 200_000_000
+
+    run_hook(
+        stop_event(transcript),
+        env=fake_env(fake),
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
+    )
+
+    assert fake.bodies()[0]["lines"] == [transcript_line("u1", "at the end")]
+
+
+def test_it_does_not_wait_on_a_fifo_as_transcript(fake, tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+
+    output = run_hook(stop_event(fifo), env=fake_env(fake), timeout=10)
+
+    assert output == {"suppressOutput": True}
+    assert fake.requests == []
+
+
+@pytest.mark.parametrize(
+    "event",
+    ["SubagentStop", "PreCompact", "SessionEnd", "Notification", "PreToolUse", "PostToolUse"],
+)
+def test_it_answers_nothing_to_events_it_does_not_handle(fake, event):
+    payload = {"hook_event_name": event, "session_id": "s", "prompt": "hello there"}
+
+    output = run_hook(json.dumps(payload).encode(), env=fake_env(fake), args=[event])
+
+    assert output == {}
+    assert fake.requests == []
+
+
+def test_it_uses_no_syntax_newer_than_python_3_9():
+    tree = ast.parse(HOOK.read_text())
+    postponed = any(
+        isinstance(node, ast.ImportFrom)
+        and node.module == "__future__"
+        and any(alias.name == "annotations" for alias in node.names)
+        for node in tree.body
+    )
+    unions = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.arg, ast.AnnAssign, ast.FunctionDef))
+        for annotation in [node.returns if isinstance(node, ast.FunctionDef) else node.annotation]
+        if annotation is not None
+        and any(
+            isinstance(part, ast.BinOp) and isinstance(part.op, ast.BitOr)
+            for part in ast.walk(annotation)
+        )
+    ]
+
+    # `X | None` in an annotation is evaluated at definition time on 3.9 unless postponed.
+    assert postponed or not unions
+
+
+def test_it_sends_no_key_that_would_add_a_header(fake):
+    env = {**fake_env(fake), "TIDELINE_API_KEY": "tl_x_y\r\nX-Injected: 1"}
+
+    output = run_hook(prompt_event(), env=env)
+
+    assert output["hookSpecificOutput"]["additionalContext"] == ""
+    assert fake.requests == []
+
+
+def test_it_reads_an_ipv6_url_without_a_port():
+    spec = importlib.util.spec_from_file_location("claude_code_hook", HOOK)
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+
+    assert hook._address("[::1]") == ("::1", 80)
+    assert hook._address("[::1]:8000") == ("::1", 8000)
+    assert hook._address("localhost") == ("localhost", 80)

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.management import call_command
 
 from injection.services.access import apikey_create
+from injection.services.onboarding import Checkout, next_steps_render
 from tests.injection.conftest import narrative_seed, weights_set
 
 CLI = settings.BASE_DIR / "tideline"
@@ -142,3 +143,23 @@ def test_it_ends_the_first_up_with_the_next_steps_and_only_the_first(tmp_path):
     assert f"{CLI} manage apikey create" in first.stdout
     assert "Tideline is up" in first.stdout.split("Next steps")[1]
     assert "Next steps" not in second.stdout and "Tideline is up" in second.stdout
+
+
+def test_it_quotes_a_checkout_path_holding_a_space(tmp_path):
+    root = tmp_path / "my code" / "tideline's"
+    (root / "injection" / "hooks").mkdir(parents=True)
+    hook = root / "injection" / "hooks" / "claude_code.py"
+    hook.write_bytes((settings.BASE_DIR / "injection" / "hooks" / "claude_code.py").read_bytes())
+    checkout = Checkout(root=root, python=Path(sys.executable), url="http://127.0.0.1:8000")
+    text = next_steps_render(checkout=checkout)
+    claude, _ = printed_json(text)
+    command = shlex.split(claude["hooks"]["Stop"][0]["hooks"][0]["command"])
+
+    completed = subprocess.run(
+        [sys.executable, *command[1:]], input=b"{}", capture_output=True, timeout=30
+    )
+
+    assert command[2:] == [str(hook), "Stop"]
+    assert json.loads(completed.stdout) == {"suppressOutput": True}
+    create = next(line for line in text.splitlines() if "apikey create" in line)
+    assert shlex.split(create)[:4] == [str(root / "tideline"), "manage", "apikey", "create"]

@@ -19,14 +19,16 @@ Standard library only: this file runs inside Hermes' environment, not Tideline's
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import http.client
 import json
 import logging
 import os
+import socket
 import threading
-import urllib.error
+import time
 import urllib.parse
-import urllib.request
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -38,9 +40,17 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 RUNTIME = "hermes"
 SYNCED_ROLES = ("user", "assistant")
 # Below MemoryManager's 8 s prefetch deadline, so a slow server costs one empty block, not a stall.
+# It bounds a whole request (connect, send, headers and body), and a whole delivery of queued turns.
 REQUEST_TIMEOUT_SECONDS = 6.0
 SESSION_START_WAIT_SECONDS = 10.0
 PREFETCH_CACHE_SIZE = 32
+MAX_RESPONSE_BYTES = 4_000_000
+# The server's limits: a turn's length (characters), turns per request, a request body's bytes
+# (its 1 MB, less room for the session fields).
+MAX_TURN_CHARS = 100_000
+MAX_TURNS_PER_REQUEST = 500
+MAX_TURNS_BODY_BYTES = 900_000
+SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX = 8, 50
 
 TOOL_SCHEMAS = [
     {
@@ -110,7 +120,18 @@ TOOL_SCHEMAS = [
 
 
 class TidelineError(Exception):
-    """Tideline answered with an error, or could not be reached."""
+    """Tideline answered with an error, or could not be reached. `retryable`: the same request may
+    succeed later (unreachable, timed out, 5xx, 429, a redirect or an odd answer from something in
+    between); otherwise Tideline refused this request as such and sending it again cannot help."""
+
+    def __init__(self, message: str, *, retryable: bool = True):
+        super().__init__(message)
+        self.retryable = retryable
+
+
+def clean_text(text: str) -> str:
+    """The text with any lone surrogate (which UTF-8 cannot carry) replaced."""
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def turn_id_for(*, session_id: str, role: str, content: str, occurrence: int) -> str:
@@ -135,35 +156,112 @@ def message_text(content: Any) -> str:
 
 
 class TidelineClient:
-    """The few REST calls the provider makes, with the key as a bearer token."""
+    """The few REST calls the provider makes, with the key as a bearer token. Redirects are never
+    followed: they would carry the key to another origin (and turn a POST into a GET)."""
 
     def __init__(self, *, base_url: str, api_key: str, timeout: float = REQUEST_TIMEOUT_SECONDS):
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.timeout = timeout
 
-    def call(self, method: str, path: str, body: dict | None = None, **query: Any) -> Any:
-        url = f"{self.base_url}{path}"
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: dict | None = None,
+        *,
+        timeout: float | None = None,
+        **query: Any,
+    ) -> Any:
+        """The JSON answer to one request, all of it within one deadline."""
+        where = f"{method} {path}"
+        url = urllib.parse.urlsplit(f"{self.base_url}{path}")
+        target = url.path or "/"
         if query:
-            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
-        request = urllib.request.Request(
-            url,
-            method=method,
-            data=json.dumps(body).encode() if body is not None else None,
-            headers={
-                "Authorization": f"Bearer {self.api_key}",
-                "Content-Type": "application/json",
-                "Accept": "application/json",
-            },
-        )
+            target += "?" + urllib.parse.urlencode(
+                {k: v for k, v in query.items() if v is not None}
+            )
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise TidelineError(f"{where}: TIDELINE_URL must be http(s)://host[:port]")
+        # UTF-8 rather than \u escapes: a CJK character costs 3 bytes of the body limit, not 6.
+        data = None
+        if body is not None:
+            data = json.dumps(body, ensure_ascii=False).encode("utf-8", "replace")
+        seconds = self.timeout if timeout is None else min(timeout, self.timeout)
+        deadline = time.monotonic() + seconds
+        kind = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return json.loads(response.read() or b"null")
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:500]
-            raise TidelineError(f"{method} {path}: HTTP {exc.code} {detail}") from exc
-        except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
-            raise TidelineError(f"{method} {path}: {exc}") from exc
+            connection = kind(url.hostname, url.port, timeout=seconds)
+        except ValueError as exc:  # a bad port
+            raise TidelineError(f"{where}: {exc}") from exc
+        # Socket timeouts bound each read, not the whole answer: past the deadline the socket is
+        # shut, so a server that drips its answer ends in an error, not a stall.
+        watchdog = None
+        try:
+            connection.connect()
+            # The socket itself: the connection lets go of it once the answer's headers are in.
+            watchdog = threading.Timer(deadline - time.monotonic(), _shut, (connection.sock,))
+            watchdog.daemon = True
+            watchdog.start()
+            connection.request(
+                method,
+                target,
+                body=data,
+                headers={
+                    "Authorization": f"Bearer {self.api_key}",
+                    "Content-Type": "application/json",
+                    "Accept": "application/json",
+                },
+            )
+            response = connection.getresponse()
+            payload = response.read(MAX_RESPONSE_BYTES + 1)
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            late = time.monotonic() >= deadline
+            raise TidelineError(f"{where}: {'timed out' if late else exc}") from exc
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+            connection.close()
+        if time.monotonic() >= deadline:
+            raise TidelineError(f"{where}: timed out")
+        if not 200 <= response.status < 300:
+            detail = payload[:500].decode(errors="replace")
+            retryable = response.status >= 500 or response.status in (408, 429)
+            retryable = retryable or 300 <= response.status < 400
+            raise TidelineError(f"{where}: HTTP {response.status} {detail}", retryable=retryable)
+        if len(payload) > MAX_RESPONSE_BYTES:
+            raise TidelineError(f"{where}: answer larger than {MAX_RESPONSE_BYTES} bytes")
+        try:
+            return json.loads(payload)
+        except (ValueError, RecursionError) as exc:
+            raise TidelineError(f"{where}: the answer is not JSON") from exc
+
+
+def _shut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # already closed
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+def _block(answer: Any) -> str:
+    block = answer.get("block") if isinstance(answer, dict) else None
+    return block if isinstance(block, str) else ""
+
+
+def _turn_chunks(turns: list[dict]) -> list[list[dict]]:
+    """The turns in order, in requests the server accepts: at most MAX_TURNS_PER_REQUEST turns
+    and MAX_TURNS_BODY_BYTES of them, as encoded."""
+    chunks: list[list[dict]] = [[]]
+    size = 0
+    for turn in turns:
+        cost = len(json.dumps(turn, ensure_ascii=False).encode()) + 2
+        if chunks[-1] and (
+            len(chunks[-1]) >= MAX_TURNS_PER_REQUEST or size + cost > MAX_TURNS_BODY_BYTES
+        ):
+            chunks.append([])
+            size = 0
+        chunks[-1].append(turn)
+        size += cost
+    return [chunk for chunk in chunks if chunk]
 
 
 def _agent_cwd() -> str:
@@ -249,8 +347,7 @@ class TidelineMemoryProvider(MemoryProvider):
         return {"session_id": self._session_id, "runtime": RUNTIME, "cwd": self._cwd}
 
     def _fetch_session_block(self) -> str:
-        body = self._client.call("POST", "/api/v1/session/start", self._where())
-        return body.get("block", "")
+        return _block(self._client.call("POST", "/api/v1/session/start", self._where()))
 
     def system_prompt_block(self) -> str:
         if not self._primary or self._session_block is None:
@@ -264,19 +361,22 @@ class TidelineMemoryProvider(MemoryProvider):
     def prefetch(self, query: str, *, session_id: str = "") -> str:
         """The per-turn block. Hermes runs this on its own thread with a deadline; a repeated
         query (a retried turn) is answered from the cache without a request."""
-        if not self._primary or not query.strip() or self._client is None:
+        if not self._primary or not isinstance(query, str) or not query.strip():
+            return ""
+        if self._client is None:
             return ""
         with self._lock:
             if query in self._prefetched:
                 return self._prefetched[query]
+        content = clean_text(query)[:MAX_TURN_CHARS]
         try:
-            body = self._client.call(
-                "POST", "/api/v1/turn", {**self._where(), "content": query, "record": False}
+            answer = self._client.call(
+                "POST", "/api/v1/turn", {**self._where(), "content": content, "record": False}
             )
-        except TidelineError as exc:
+        except Exception as exc:
             logger.warning("Tideline prefetch failed: %s", exc)
             return ""
-        block = body.get("block", "")
+        block = _block(answer)
         with self._lock:
             if len(self._prefetched) >= PREFETCH_CACHE_SIZE:
                 self._prefetched.pop(next(iter(self._prefetched)))
@@ -284,29 +384,46 @@ class TidelineMemoryProvider(MemoryProvider):
         return block
 
     def _turn(self, role: str, content: str) -> dict:
+        """A turn as the server takes it; the id is still that of the whole text."""
         key = (role, content)
         occurrence = self._said.get(key, 0)
         self._said[key] = occurrence + 1
         return {
             "role": role,
-            "content": content,
+            "content": content[:MAX_TURN_CHARS],
             "turn_id": turn_id_for(
                 session_id=self._session_id, role=role, content=content, occurrence=occurrence
             ),
         }
 
     def _deliver(self) -> None:
-        """Send every pending turn; on failure they stay pending for the next sync."""
+        """Send every pending turn, in chunks the server accepts, within one request's time.
+        What could not be sent for a passing reason (down, slow, 5xx) stays pending for the next
+        sync; a chunk Tideline refused as such (4xx) is dropped, or it would block every later
+        sync of the session."""
         with self._lock:
             batch, self._pending = self._pending, []
-        if not batch:
+        if not batch or self._client is None:
             return
-        try:
-            self._client.call("POST", "/api/v1/turns", {**self._where(), "turns": batch})
-        except TidelineError as exc:
-            logger.warning("Tideline sync failed, will retry: %s", exc)
-            with self._lock:
-                self._pending = batch + self._pending
+        deadline = time.monotonic() + self._client.timeout
+        chunks = _turn_chunks(batch)
+        for at, chunk in enumerate(chunks):
+            left = deadline - time.monotonic()
+            try:
+                if left <= 0:
+                    raise TidelineError("no time left for this sync")
+                self._client.call(
+                    "POST", "/api/v1/turns", {**self._where(), "turns": chunk}, timeout=left
+                )
+            except TidelineError as exc:
+                if not exc.retryable:
+                    logger.warning("Tideline refused %d turn(s), dropped: %s", len(chunk), exc)
+                    continue
+                logger.warning("Tideline sync failed, will retry: %s", exc)
+                kept = [turn for rest in chunks[at:] for turn in rest]
+                with self._lock:
+                    self._pending = kept + self._pending
+                return
 
     def sync_turn(
         self,
@@ -319,41 +436,53 @@ class TidelineMemoryProvider(MemoryProvider):
         """Hermes calls this on its serialised background worker, so it may block briefly."""
         if not self._primary or self._client is None:
             return
-        with self._lock:
-            for role, content in (("user", user_content), ("assistant", assistant_content)):
-                if content and content.strip():
-                    self._pending.append(self._turn(role, content))
-        self._deliver()
+        try:
+            with self._lock:
+                for role, content in (("user", user_content), ("assistant", assistant_content)):
+                    text = clean_text(message_text(content))
+                    if text.strip():
+                        self._pending.append(self._turn(role, text))
+            self._deliver()
+        except Exception as exc:
+            logger.warning("Tideline sync failed: %s", exc)
 
     def on_session_end(self, messages: list[dict[str, Any]]) -> None:
         """Final sync: the whole transcript, under the same turn ids, so only what never
         arrived is added."""
         if not self._primary or self._client is None:
             return
-        with self._lock:
-            said_here: dict[tuple[str, str], int] = {}
-            for message in messages or []:
-                role = message.get("role") if isinstance(message, dict) else None
-                text = message_text(message.get("content")) if role in SYNCED_ROLES else ""
-                if not text.strip():
-                    continue
-                occurrence = said_here.get((role, text), 0)
-                said_here[(role, text)] = occurrence + 1
-                if occurrence >= self._said.get((role, text), 0):
-                    self._pending.append(self._turn(role, text))
-        self._deliver()
+        try:
+            with self._lock:
+                said_here: dict[tuple[str, str], int] = {}
+                for message in messages if isinstance(messages, list) else []:
+                    role = message.get("role") if isinstance(message, dict) else None
+                    text = message_text(message.get("content")) if role in SYNCED_ROLES else ""
+                    text = clean_text(text)
+                    if not text.strip():
+                        continue
+                    occurrence = said_here.get((role, text), 0)
+                    said_here[(role, text)] = occurrence + 1
+                    if occurrence >= self._said.get((role, text), 0):
+                        self._pending.append(self._turn(role, text))
+            self._deliver()
+        except Exception as exc:
+            logger.warning("Tideline final sync failed: %s", exc)
 
     def on_session_switch(self, new_session_id: str, **kwargs: Any) -> None:
-        if self._client is not None:
+        try:
             self._deliver()
+        except Exception as exc:
+            logger.warning("Tideline sync failed: %s", exc)
         self._begin(new_session_id)
 
     def on_delegation(self, task: str, result: str, *, child_session_id: str = "", **kwargs):
         """A subagent's task and result are not the owner's conversation: nothing is captured."""
 
     def shutdown(self) -> None:
-        if self._client is not None:
+        try:
             self._deliver()
+        except Exception as exc:
+            logger.warning("Tideline sync failed: %s", exc)
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
 
@@ -364,38 +493,52 @@ class TidelineMemoryProvider(MemoryProvider):
 
     def handle_tool_call(self, tool_name: str, args: dict[str, Any], **kwargs: Any) -> str:
         try:
-            return json.dumps(self._tool(tool_name, args or {}), ensure_ascii=False)
-        except TidelineError as exc:
+            return json.dumps(
+                self._tool(tool_name, args if isinstance(args, dict) else {}), ensure_ascii=False
+            )
+        except Exception as exc:
             return json.dumps({"error": str(exc)})
 
     def _tool(self, tool_name: str, args: dict[str, Any]) -> Any:
         if self._client is None:
             raise TidelineError("the Tideline provider is not initialised")
-        where = {"cwd": self._cwd}
         if tool_name == "tideline_search":
+            try:
+                limit = int(args.get("limit") or SEARCH_LIMIT_DEFAULT)
+            except (TypeError, ValueError):
+                limit = SEARCH_LIMIT_DEFAULT
             hits = self._client.call(
                 "GET",
                 "/api/v1/search",
                 q=str(args.get("query", "")),
-                limit=int(args.get("limit") or 8),
+                limit=min(max(limit, 1), SEARCH_LIMIT_MAX),
                 cwd=self._cwd,
             )
-            return [
-                {
-                    "id": hit["memory"].get("id"),
-                    "type": hit["memory"].get("type"),
-                    "text": hit["memory"].get("summary") or hit["memory"].get("gesture"),
-                    "scope": hit["memory"].get("scope"),
-                    "score": round(hit.get("score", 0.0), 3),
-                }
-                for hit in hits
-            ]
+            return [shown for shown in map(_hit, hits) if shown] if isinstance(hits, list) else []
         if tool_name in ("tideline_write_narrative", "tideline_write_fact"):
             if not self._primary:
                 raise TidelineError("a non-primary agent context does not write memories")
             path = "/api/v1/narratives" if tool_name.endswith("narrative") else "/api/v1/facts"
-            return self._client.call("POST", path, {**where, **args})
+            # Only what the tool declares: the project is the provider's, never the model's.
+            declared = next(s for s in TOOL_SCHEMAS if s["name"] == tool_name)["parameters"]
+            body = {k: v for k, v in args.items() if k in declared["properties"]}
+            return self._client.call("POST", path, {**body, "cwd": self._cwd})
         raise TidelineError(f"unknown tool {tool_name}")
+
+
+def _hit(hit: Any) -> dict | None:
+    """A search hit as the model sees it, or None for a shape this provider does not know."""
+    memory = hit.get("memory") if isinstance(hit, dict) else None
+    if not isinstance(memory, dict):
+        return None
+    score = hit.get("score")
+    return {
+        "id": memory.get("id"),
+        "type": memory.get("type"),
+        "text": memory.get("summary") or memory.get("gesture"),
+        "scope": memory.get("scope"),
+        "score": round(score, 3) if isinstance(score, (int, float)) else None,
+    }
 
 
 def register(ctx) -> None:
