@@ -4,7 +4,9 @@ Every setting Tideline reads comes through here so that a bad value stops the pr
 with a message naming the variable, instead of surfacing later as a confusing runtime error.
 """
 
+import math
 import os
+import zoneinfo
 from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
@@ -36,8 +38,13 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name}={value!r} is not a boolean (use 1/0, true/false, yes/no)")
 
 
+# Past this no count, size or duration setting means anything, and dates, timedeltas and database
+# integers computed from it overflow at run time instead of at start.
+INT_SETTING_MAX = 10**9
+
+
 def env_int(
-    name: str, default: int, *, minimum: int | None = None, maximum: int | None = None
+    name: str, default: int, *, minimum: int | None = None, maximum: int = INT_SETTING_MAX
 ) -> int:
     value = _raw(name)
     if value is None or value == "":
@@ -60,6 +67,9 @@ def env_float(
         number = float(value)
     except ValueError as exc:
         raise ImproperlyConfigured(f"{name}={value!r} is not a number") from exc
+    # nan passes every comparison and inf every open range: a timeout of either never fires.
+    if not math.isfinite(number):
+        raise ImproperlyConfigured(f"{name}={value!r} is not a finite number")
     _check_range(name, number, minimum, maximum)
     return number
 
@@ -67,13 +77,26 @@ def env_float(
 def env_choice(name: str, default: str, choices: Sequence[str]) -> str:
     value = env_str(name, default).lower()
     if value not in choices:
-        raise ImproperlyConfigured(f"{name}={value!r} must be one of: {', '.join(choices)}")
+        shown = ", ".join(choice or "(unset)" for choice in choices)
+        raise ImproperlyConfigured(f"{name}={value!r} must be one of: {shown}")
+    return value
+
+
+def env_time_zone(name: str, default: str) -> str:
+    value = env_str(name, default)
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError) as exc:
+        raise ImproperlyConfigured(
+            f"{name}={value!r} is not a time zone (e.g. Europe/Madrid)"
+        ) from exc
     return value
 
 
 def env_list(name: str, default: Sequence[str]) -> list[str]:
     value = _raw(name)
-    if value is None:
+    # Empty means "not set", as for every other setting (an empty host list refuses every request).
+    if value is None or not value.strip():
         return list(default)
     return [item.strip() for item in value.split(",") if item.strip()]
 

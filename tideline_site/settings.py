@@ -21,6 +21,7 @@ from tideline_site.env import (
     env_path,
     env_str,
     env_thresholds,
+    env_time_zone,
 )
 from tideline_site.private_files import (
     private_dir_ensure,
@@ -149,7 +150,7 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en-us"
-TIME_ZONE = env_str("TIDELINE_TIME_ZONE", "UTC")
+TIME_ZONE = env_time_zone("TIDELINE_TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
 
@@ -198,13 +199,17 @@ if TIDELINE_SECURE:
         # Safe only because the edge drops X-Forwarded-Proto from every peer that is not a proxy.
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
+# One level for both loggers when set; unset, Tideline's own log says more than the libraries'.
+LOG_LEVEL = env_choice(
+    "TIDELINE_LOG_LEVEL", "", ("", "debug", "info", "warning", "error", "critical")
+)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("TIDELINE_LOG_LEVEL", "WARNING")},
-    "loggers": {"tideline": {"level": env_str("TIDELINE_LOG_LEVEL", "INFO")}},
+    "root": {"handlers": ["console"], "level": (LOG_LEVEL or "warning").upper()},
+    "loggers": {"tideline": {"level": (LOG_LEVEL or "info").upper()}},
 }
 
 # --- Celery: eager (in-process, no broker) unless a broker is configured. -----------------------
@@ -232,7 +237,9 @@ TIDELINE_BROKER_BACKOFF_SECONDS = env_int("TIDELINE_BROKER_BACKOFF_SECONDS", 30,
 # The embedding sweep (beat, every minute by default; and at worker and server start) embeds rows
 # still pending or failed: at most LIMIT of each kind per run, leaving rows younger than GRACE
 # seconds to the task queued for them.
-TIDELINE_EMBED_SWEEP_LIMIT = env_int("TIDELINE_EMBED_SWEEP_LIMIT", 500, minimum=1)
+TIDELINE_EMBED_SWEEP_LIMIT = env_int(
+    "TIDELINE_EMBED_SWEEP_LIMIT", 500, minimum=1, maximum=1_000_000
+)
 TIDELINE_EMBED_SWEEP_GRACE_SECONDS = env_int("TIDELINE_EMBED_SWEEP_GRACE_SECONDS", 30, minimum=0)
 # Capture: the inbox is flushed this long after a turn is captured (with a worker; at once
 # in-process), by rules, or by the configured LLM when INBOX_USE_LLM is on.
@@ -450,13 +457,13 @@ TIDELINE_WORKSPACE = env_str("TIDELINE_WORKSPACE", socket.gethostname() or "loca
 # --- Injection (DESIGN §5): what goes back to agents, and the interfaces that carry it ----------
 # SOUL.md: the agent's own identity text, prepended to T0 when configured (empty = none).
 TIDELINE_SOUL_FILE = env_str("TIDELINE_SOUL_FILE", "")
-TIDELINE_T0_THREADS = env_int("TIDELINE_T0_THREADS", 5, minimum=0)
+TIDELINE_T0_THREADS = env_int("TIDELINE_T0_THREADS", 5, minimum=0, maximum=1000)
 TIDELINE_T2_MIN_WEIGHT = env_float("TIDELINE_T2_MIN_WEIGHT", 0.6, minimum=0, maximum=1)
-TIDELINE_T2_DAYS = env_int("TIDELINE_T2_DAYS", 7, minimum=1)
-TIDELINE_T2_POOL = env_int("TIDELINE_T2_POOL", 10, minimum=1)
+TIDELINE_T2_DAYS = env_int("TIDELINE_T2_DAYS", 7, minimum=1, maximum=36_500)
+TIDELINE_T2_POOL = env_int("TIDELINE_T2_POOL", 10, minimum=1, maximum=1000)
 TIDELINE_T2_TOP = env_int("TIDELINE_T2_TOP", 3, minimum=0)
 # T2b looks back FIRST hours, widening by FIRST hours at a time up to MAX (24 → 48 → 72).
-TIDELINE_T2B_FIRST_HOURS = env_int("TIDELINE_T2B_FIRST_HOURS", 24, minimum=1)
+TIDELINE_T2B_FIRST_HOURS = env_int("TIDELINE_T2B_FIRST_HOURS", 24, minimum=1, maximum=876_000)
 TIDELINE_T2B_MAX_HOURS = env_int("TIDELINE_T2B_MAX_HOURS", 72, minimum=1)
 TIDELINE_T2B_CHUNKS = env_int("TIDELINE_T2B_CHUNKS", 5, minimum=0)
 TIDELINE_T2B_CHUNK_CHARS = env_int("TIDELINE_T2B_CHUNK_CHARS", 400, minimum=20)
@@ -468,7 +475,8 @@ TIDELINE_T3_PROFILE_LINE_CHARS = env_int("TIDELINE_T3_PROFILE_LINE_CHARS", 100, 
 TIDELINE_T1_MIN_QUERY_CHARS = env_int("TIDELINE_T1_MIN_QUERY_CHARS", 5, minimum=1)
 # T1's noise floor for an embedding model without a row in memory/search/calibration.py.
 TIDELINE_T1_MIN_COSINE = env_float("TIDELINE_T1_MIN_COSINE", 0.25, minimum=-1, maximum=1)
-TIDELINE_T1_TOP = env_int("TIDELINE_T1_TOP", 5, minimum=1)
+# At most what one search returns (memory/search/service.py MAX_LIMIT).
+TIDELINE_T1_TOP = env_int("TIDELINE_T1_TOP", 5, minimum=1, maximum=200)
 # Cross-turn dedup only while at least this many unseen hits remain.
 TIDELINE_T1_MIN_FRESH = env_int("TIDELINE_T1_MIN_FRESH", 2, minimum=1)
 # T4 keyword fallback runs when T1 returns fewer than this.
@@ -489,7 +497,7 @@ TIDELINE_CAPTURE_SUBAGENTS = env_bool("TIDELINE_CAPTURE_SUBAGENTS", False)
 TIDELINE_WARM_ON_START = env_bool("TIDELINE_WARM_ON_START", True)
 TIDELINE_API_MAX_BODY_BYTES = env_int("TIDELINE_API_MAX_BODY_BYTES", 1_000_000, minimum=1024)
 # T3 lists at most this many profiles (pinned first), so a large address book cannot crowd it.
-TIDELINE_T3_PROFILES = env_int("TIDELINE_T3_PROFILES", 40, minimum=0)
+TIDELINE_T3_PROFILES = env_int("TIDELINE_T3_PROFILES", 40, minimum=0, maximum=1000)
 
 # --- DREAM (DESIGN §6): layer-0 scanner, script layer, LLM layers, schedule ---------------------
 # Layer 0: unindexed turns are grouped into chunks where consecutive turns are at most GAP minutes
@@ -516,7 +524,9 @@ TIDELINE_DREAM_MAX_CHUNKS = env_int("TIDELINE_DREAM_MAX_CHUNKS", 20, minimum=0)
 TIDELINE_DREAM_COMBING_MAX_MEMORIES = env_int("TIDELINE_DREAM_COMBING_MAX_MEMORIES", 40, minimum=1)
 # One DREAM at a time: the lease a run holds, renewed every third of it while the run works (and
 # past each LLM call's timeout); a holder silent for longer, or gone from this host, has died.
-TIDELINE_DREAM_LEASE_SECONDS = env_int("TIDELINE_DREAM_LEASE_SECONDS", 120, minimum=30)
+TIDELINE_DREAM_LEASE_SECONDS = env_int(
+    "TIDELINE_DREAM_LEASE_SECONDS", 120, minimum=30, maximum=7 * 86_400
+)
 
 
 def _beat(task: str, cron_variable: str, cron_default: str, expires_variable: str, expires: int):

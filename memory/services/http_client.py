@@ -91,6 +91,12 @@ def endpoint_url_validate(url: object, *, what: str) -> str:
             f"{what} must not contain credentials (user:password@); the key is configured "
             "separately and never kept in the URL"
         )
+    if parsed.query or parsed.fragment or url.endswith(("?", "#")):
+        # Paths are appended to the base URL, so a query would swallow them, and a query often
+        # carries a key (?api_key=…) that would then be logged with every request line.
+        raise InvalidInput(
+            f"{what} must not have a query (?…) or fragment (#…); the key is configured separately"
+        )
     if parsed.scheme == "http" and not _is_loopback(host):
         raise InvalidInput(
             f"{what} must use HTTPS for a remote host; plain HTTP is allowed only for loopback"

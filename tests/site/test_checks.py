@@ -25,6 +25,7 @@ def ids(messages) -> list[str]:
         ("openai", "http://embed.example.com/v1", "m", "must use HTTPS"),
         ("embed_batch", "https://u:sk-pw@embed.example.com/x", "", "must not contain credentials"),
         ("embed_batch", "localhost:9000", "", "http(s) URL"),
+        ("openai", "https://api.example.com/v1?api_key=sk-x", "m", "must not have a query"),
     ],
 )
 def test_it_stops_an_embedder_that_would_fail_at_first_use(
@@ -173,3 +174,42 @@ def test_it_checks_the_owner_panel_admins_though_start_up_does_not_import_them()
     before, after = out.stdout.split()
     assert before == "0", out.stderr
     assert int(after) >= 20, out.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "named"),
+    [
+        ("TIDELINE_BODY_TIMEOUT", "nan", "not a finite number"),
+        ("TIDELINE_LLM_TIMEOUT", "inf", "not a finite number"),
+        ("TIDELINE_T1_TOP", "201", "above the maximum 200"),
+        ("TIDELINE_T2_DAYS", "1000000000", "above the maximum"),
+        ("TIDELINE_T2B_FIRST_HOURS", "30000000000", "above the maximum"),
+        ("TIDELINE_EMBED_SWEEP_LIMIT", "99999999999999999999999", "above the maximum"),
+        ("TIDELINE_DREAM_LEASE_SECONDS", "99999999999999999999999", "above the maximum"),
+        ("TIDELINE_TIME_ZONE", "Mars/Base", "not a time zone"),
+        ("TIDELINE_LOG_LEVEL", "LOUD", "must be one of"),
+    ],
+)
+def test_it_stops_at_start_on_a_setting_that_would_fail_at_run_time(
+    tmp_path, variable, value, named
+):
+    """Before, each of these started cleanly: nan and inf passed every range check (a body
+    timeout of inf never fired), a huge count overflowed a date or an integer on the first session
+    start, DREAM run or sweep, and a bad time zone or log level was a traceback naming neither."""
+    result = manage("check", **{variable: value}, TIDELINE_DATA_DIR=str(tmp_path))
+
+    assert result.returncode != 0
+    assert variable in result.stderr and named in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_it_reads_an_empty_host_list_as_unset(tmp_path):
+    result = manage(
+        "shell",
+        "-c",
+        "from django.conf import settings; print(settings.ALLOWED_HOSTS)",
+        TIDELINE_ALLOWED_HOSTS="",
+        TIDELINE_DATA_DIR=str(tmp_path),
+    )
+
+    assert "127.0.0.1" in result.stdout, result.stderr
