@@ -237,6 +237,14 @@ def sent_turns(fake) -> list:
     return [[t["content"] for t in body["turns"]] for body in fake.bodies() if "turns" in body]
 
 
+# Three user/assistant exchanges synced one by one, as Hermes does after each turn.
+THREE_EXCHANGES = [
+    ["sync_turn", ["one", "two"], {}],
+    ["sync_turn", ["three", "four"], {}],
+    ["sync_turn", ["five", "six"], {}],
+]
+
+
 def test_it_follows_no_redirect_and_keeps_the_turns(hermes_python, hermes_home, fake, tmp_path):
     elsewhere = FakeTideline().start()
     fake.script(
@@ -250,12 +258,7 @@ def test_it_follows_no_redirect_and_keeps_the_turns(hermes_python, hermes_home, 
             home=hermes_home,
             url=fake.url,
             cwd=tmp_path,
-            steps=[
-                *start(),
-                ["sync_turn", ["one", "two"], {}],
-                ["sync_turn", ["three", "four"], {}],
-                ["sync_turn", ["five", "six"], {}],
-            ],
+            steps=[*start(), *THREE_EXCHANGES],
         )
     finally:
         elsewhere.stop()
@@ -304,12 +307,7 @@ def test_it_drops_a_refused_batch_and_retries_a_failed_one(
         home=hermes_home,
         url=fake.url,
         cwd=tmp_path,
-        steps=[
-            *start(),
-            ["sync_turn", ["one", "two"], {}],
-            ["sync_turn", ["three", "four"], {}],
-            ["sync_turn", ["five", "six"], {}],
-        ],
+        steps=[*start(), *THREE_EXCHANGES],
     )
 
     assert sent_turns(fake) == [
