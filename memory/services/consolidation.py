@@ -261,6 +261,9 @@ def depends_on_validate(
                 field="depends_on",
             )
     cleaned = list(dict.fromkeys(cleaned))
+    cited = {item: dependency_memory_id(item) for item in cleaned if item.startswith("memory:")}
+    if not cited:
+        return cleaned
     kept = (
         Memory.objects.filter(pk=edited_id, scope_id=scope_id)
         .values_list("depends_on", flat=True)
@@ -268,7 +271,6 @@ def depends_on_validate(
         if edited_id
         else None
     ) or []
-    cited = {item: dependency_memory_id(item) for item in cleaned if item.startswith("memory:")}
     asked = {memory_id for item, memory_id in cited.items() if item not in kept and memory_id}
     allowed = Memory.objects.filter(pk__in=asked, scope_id=scope_id)
     if not writer_sees_secrets:
