@@ -10,6 +10,9 @@
 - **Throttling** (paths under /api/ and /mcp): requests per API key and per address, and answers
   of 401 per address (1,000 guessed keys meet a 429 after the first few), each a token bucket
   refilled over a minute. Over a limit: 429, `Retry-After`, JSON `{"detail": …}`.
+- **Bounded heads**: a request head (request line and headers) over HEAD_MAX_BYTES gets 431. One
+  still arriving is bounded, and timed, by the HTTP protocol (tideline_site/http_protocol.py); this
+  refuses one that arrived whole in a single read, which h11 accepts at any size.
 - **Bounded bodies**: a body over TIDELINE_API_MAX_BODY_BYTES is refused with 413 as soon as its
   declared length or the bytes received so far pass the limit — a chunked body is never read
   whole — and a body not complete within TIDELINE_BODY_TIMEOUT seconds (short or slow) gets 408,
@@ -41,6 +44,9 @@ FORWARDING_HEADERS = frozenset(
     {b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host", b"x-real-ip", b"forwarded"}
 )
 TRACKED_IDENTITIES = 100_000
+# nginx's default for a whole head is 8 KB per line and 32 KB in all; a bearer key, a session id
+# and a browser's cookies fit in 16 KB many times over.
+HEAD_MAX_BYTES = 16 * 1024
 MINUTE = 60.0
 
 
@@ -186,6 +192,12 @@ async def _answer(send, status: int, detail: str, extra: list[tuple[bytes, bytes
     await send({"type": "http.response.body", "body": body})
 
 
+def _head_size(scope) -> int:
+    line = sum(len(scope.get(part) or b"") for part in ("method", "raw_path", "query_string"))
+    # Each header costs its name, its value, ": " and the line end.
+    return line + sum(len(name) + len(value) + 4 for name, value in scope.get("headers") or [])
+
+
 class EdgeMiddleware:
     def __init__(self, app) -> None:
         self.app = app
@@ -193,6 +205,9 @@ class EdgeMiddleware:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if _head_size(scope) > HEAD_MAX_BYTES:
+            await _answer(send, 431, f"the request head is larger than {HEAD_MAX_BYTES} bytes")
             return
         scope, headers = self._resolve_client(scope)
         address = scope["client"][0] if scope.get("client") else ""

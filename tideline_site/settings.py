@@ -172,6 +172,9 @@ TIDELINE_PORT = env_int("TIDELINE_PORT", 8000, minimum=1, maximum=65535)
 TIDELINE_TRUSTED_PROXIES = env_list("TIDELINE_TRUSTED_PROXIES", [])
 # Seconds a client has to deliver its whole request body (a short or slow body gets 408).
 TIDELINE_BODY_TIMEOUT = env_float("TIDELINE_BODY_TIMEOUT", 10.0, minimum=0.5)
+# Seconds a connection has to deliver a whole request head, from opening (or, kept alive, from the
+# head's first byte); then it is closed (tideline_site/http_protocol.py).
+TIDELINE_HEAD_TIMEOUT = env_float("TIDELINE_HEAD_TIMEOUT", 10.0, minimum=0.5)
 # Requests per minute under one API key, from one address, and answers of 401 (wrong or missing
 # key) one address may collect; past any of them: 429 with Retry-After. 0 switches a limit off.
 TIDELINE_THROTTLE_KEY_PER_MINUTE = env_int("TIDELINE_THROTTLE_KEY_PER_MINUTE", 1200, minimum=0)

@@ -1,5 +1,6 @@
 """A real MCP client (the SDK's) against `python manage.py mcp`, over stdio and streamable HTTP."""
 
+import contextlib
 import json
 import os
 import socket
@@ -154,13 +155,16 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+HEAD_TIMEOUT_S = 1.0
+
+
 @pytest.fixture
 def http_server(transactional_db):
     port = _free_port()
     process = subprocess.Popen(
         [sys.executable, "manage.py", "mcp", "--http", "--host", "127.0.0.1", "--port", str(port)],
         cwd=settings.BASE_DIR,
-        env=_env(),
+        env={**_env(), "TIDELINE_HEAD_TIMEOUT": str(HEAD_TIMEOUT_S)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -243,6 +247,34 @@ def test_it_refuses_http_without_a_key_or_from_a_foreign_host_or_origin(http_ser
     assert _raw_post(http_server, {**auth, "Host": "evil.example:80"}) == 421
     assert _raw_post(http_server, {**auth, "Origin": "http://evil.example"}) == 403
     assert _raw_post(http_server, auth) == 200
+
+
+def _raw_answer(url: str, sent: bytes) -> tuple[int, dict, float]:
+    """What the server answered to bytes sent by hand, and how long it took to end the connection."""
+    port = int(url.split(":")[2].split("/")[0])
+    began = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=HEAD_TIMEOUT_S + 4) as conn:
+        # Answered and drained; a reset only if the server stopped draining first.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            conn.sendall(sent)
+        answer = b""
+        while data := conn.recv(65536):
+            answer += data
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert b"content-type: application/json" in head.lower(), head
+    return int(head.split(b" ", 2)[1]), json.loads(body), time.monotonic() - began
+
+
+def test_it_ends_a_half_sent_or_oversized_request_head_in_json(http_server):
+    """Before, a connection that sent half a head held its place for ever; and a huge head got
+    uvicorn's plain-text 400."""
+    started = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    status, answer, waited = _raw_answer(http_server, started)
+    assert status == 408 and "request head" in answer["detail"]
+    assert waited < HEAD_TIMEOUT_S + 2
+
+    status, answer, _ = _raw_answer(http_server, started + b"X-Padding: " + b"a" * 1024 * 1024)
+    assert status == 431 and "larger than 16384 bytes" in answer["detail"]
 
 
 def test_it_keeps_an_mcp_session_to_the_key_that_opened_it(http_server, project, other_project):
