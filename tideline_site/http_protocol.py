@@ -8,6 +8,8 @@ plus what it lacks where it faces a network.
   TIDELINE_HEAD_TIMEOUT seconds of the connection opening (or, on a kept-alive connection, of its
   first byte); a byte at a time does not extend it. Past it the connection ends, with a 408 when
   part of a head had arrived.
+- **Busy, in JSON.** Past --limit-concurrency connections or requests the answer is a JSON 503
+  with Retry-After, instead of uvicorn's plain text that agents' clients cannot read.
 - **A bounded head, refused in JSON.** h11 buffers at most HEAD_MAX_BYTES of a head still
   incomplete; one past that gets 431, a malformed one 400, both JSON like every other refusal
   (uvicorn answers plain text). A complete head too large is the edge's 431 (tideline_site/edge.py).
@@ -40,6 +42,18 @@ def _refusal(status: int, reason: bytes, detail: str) -> bytes:
     return head + body
 
 
+async def _busy(scope, receive, send) -> None:
+    body = json.dumps({"detail": "the server is at its connection limit; retry shortly"}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", b"1"),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 class HeadTimedH11Protocol(H11Protocol):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -47,6 +61,20 @@ class HeadTimedH11Protocol(H11Protocol):
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=HEAD_MAX_BYTES)
         self.head_deadline: asyncio.TimerHandle | None = None
         self.refused = False
+        # uvicorn answers past the limit with its own plain text; `app` below answers instead.
+        self.slots, self.limit_concurrency = self.limit_concurrency, None
+
+    @property
+    def app(self):
+        """The app uvicorn runs for the request whose head just arrived: ours when it is over the
+        limit, counted as uvicorn counts it."""
+        if self.slots is not None and max(len(self.connections), len(self.tasks)) >= self.slots:
+            return _busy
+        return self._app
+
+    @app.setter
+    def app(self, value) -> None:
+        self._app = value
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
