@@ -475,6 +475,7 @@ TIDELINE_T2B_SCAN_TURNS = env_int("TIDELINE_T2B_SCAN_TURNS", 5000, minimum=1)
 TIDELINE_T3_MIN_MEMBERS = env_int("TIDELINE_T3_MIN_MEMBERS", 5, minimum=1)
 TIDELINE_T3_CLUSTERS = env_int("TIDELINE_T3_CLUSTERS", 25, minimum=0)
 TIDELINE_T3_PROFILE_LINE_CHARS = env_int("TIDELINE_T3_PROFILE_LINE_CHARS", 100, minimum=20)
+# A turn shorter than this ("ok", "hi") asks for no related memories; a CJK character counts two.
 TIDELINE_T1_MIN_QUERY_CHARS = env_int("TIDELINE_T1_MIN_QUERY_CHARS", 5, minimum=1)
 # T1's noise floor for an embedding model without a row in memory/search/calibration.py.
 TIDELINE_T1_MIN_COSINE = env_float("TIDELINE_T1_MIN_COSINE", 0.25, minimum=-1, maximum=1)

@@ -6,6 +6,7 @@ data envelope, each line carrying its provenance, cut to a token budget in prior
 memory that is actually injected counts as an activation and is logged as attention.
 """
 
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cache
@@ -405,6 +406,15 @@ def _memory_item(memory: Memory, *, labels: dict[int, str], similarity, source) 
     )
 
 
+def _query_width(query: str) -> int:
+    """The query's length in columns: a CJK character says about as much as two Latin letters, so
+    a Korean or Japanese name of three characters (김민수, コーヒー) is not "too short" like "hi"."""
+    query = query.strip()
+    if len(query) >= settings.TIDELINE_T1_MIN_QUERY_CHARS:
+        return len(query)
+    return sum(2 if unicodedata.east_asian_width(char) in "WF" else 1 for char in query)
+
+
 def t1_select(
     *,
     query: str,
@@ -420,7 +430,7 @@ def t1_select(
     from memory.search.calibration import calibration_get
     from memory.services.embedding import embedder_get
 
-    if len(query.strip()) < settings.TIDELINE_T1_MIN_QUERY_CHARS:
+    if _query_width(query) < settings.TIDELINE_T1_MIN_QUERY_CHARS:
         return []
     embedder = embedder_get()
     if embedder is None:

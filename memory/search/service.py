@@ -17,7 +17,8 @@ Score of a candidate (all weights are settings, see README "Search"):
                              turns (memory/search/turn_priors.py)
 
 A candidate with no lexical match needs a cosine of at least the semantic floor: pure similarity
-below it is noise, not recall. A literal keyword hit in a short query therefore always outranks
+below it is noise, not recall. (Turns have none, to fill their top k by meaning behind the keyword
+hits, but a query with no word to search by meets the noise floor there too.) A literal keyword hit in a short query therefore always outranks
 pure similarity; in a dialogue-length query an incidental "follow-up" or "2-3" is one term among
 dozens and must not outweigh the whole rest of the match.
 """
@@ -418,6 +419,12 @@ def _rank(
         candidate = eligible & lexical_hit
         lexical_weight = 1.0
     else:
+        if not terms:
+            # A query with no word to search by ("?!", only stop words, emoji) has only its cosine,
+            # and a vector of punctuation is close to nothing: under the model's noise floor the
+            # cosine scale would still stretch the least unrelated row to a full semantic share.
+            # (Turns otherwise keep no floor: a question with words fills its top k by meaning.)
+            floor = max(floor, calibration.noise_floor)
         candidate = eligible & (lexical_hit | (cosine >= floor))
         lexical_weight = 1.0 - weight if lexical else 0.0
     rows = np.flatnonzero(candidate)

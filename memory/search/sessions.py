@@ -142,8 +142,14 @@ def session_search(
         score = document_part + turn_part
 
         matched = lexical > 0
-        if cosine is not None:
+        if cosine is not None and terms:
             matched |= mean_cosine >= calibration.turn_floor
+        elif cosine is not None:
+            # A query with no word to search by ("?!"): a session counts only when a turn of it is
+            # above the model's noise floor, as turn_search then asks of each turn.
+            best_cosine = np.full(count, -1.0)
+            np.maximum.at(best_cosine, slot_of_row, cosine)
+            matched = best_cosine >= calibration.noise_floor
         candidates = np.flatnonzero(matched)
         if not len(candidates):
             return []

@@ -1,7 +1,8 @@
 """Turning text into search terms, the same way for documents and queries, in any of our languages.
 
-- Latin and other space-separated scripts: NFKC, lower-case, Unicode word split, English stop words
-  dropped, English Snowball stemming ("adopted" and "adopting" meet at "adopt"), irregular forms
+- Everywhere: format characters (zero-width spaces, soft hyphens, bidi marks) dropped first.
+- Latin and other space-separated scripts: NFKC, lower-case, Unicode word split, accents removed
+  from Latin words ("reunión" meets "reunion"), English and Spanish stop words dropped, English Snowball stemming ("adopted" and "adopting" meet at "adopt"), irregular forms
   brought to their base word first ("bought" meets "buy", "children" "child"). Measured on LoCoMo,
   stop words + stemming are worth ~10 points of recall@5 over a plain split.
 - Chinese: jieba in search mode, which emits the sub-words of long words too, so a 2-character query
@@ -730,6 +731,15 @@ _CJK_RUN = re.compile(
 _KANA = re.compile(r"[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
 _HANGUL = re.compile(r"[\uac00-\ud7af]")
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
+# Unicode's format characters (category Cf: zero-width spaces and joiners, soft hyphen, bidi marks,
+# BOM, tag characters). Invisible in text and not word characters, so "Whis\u200bkers" split into
+# two words that matched nothing; a query and a document typed or pasted with them now read as
+# without. Every Cf of Unicode 14 (tests/search/test_text.py checks against unicodedata).
+FORMAT_CHARACTERS = re.compile(
+    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
+)
 # Identifiers, paths and hyphenated names ("whale-listen", "foo.bar", "a/b"): matched literally.
 _LITERAL = re.compile(r"[^\W_]+(?:[-_./:@#+][^\W_]+)+")
 # A quoted phrase: a matching pair of quotes on one line, the phrase hugging them ("like this", not
@@ -853,12 +863,30 @@ def _cjk(run: str, japanese: bool) -> list[str]:
     ]
 
 
+@cache
+def _folded(word: str) -> str:
+    """A Latin word without its accents ("reunión" → "reunion", "muñoz" → "munoz"), so text typed
+    without them meets text written with them (Spanish users often type neither). A word whose
+    letters are not all Latin once unaccented keeps its marks: Devanagari's vowel signs and
+    Arabic's vowels are combining marks too, and part of the word."""
+    if word.isascii():
+        return word
+    bare = "".join(
+        char for char in unicodedata.normalize("NFD", word) if not unicodedata.combining(char)
+    )
+    return bare if bare.isascii() else word
+
+
+_STOPWORDS = frozenset(_folded(word) for word in ENGLISH_STOPWORDS | SPANISH_STOPWORDS)
+
+
 def _latin(chunk: str, out: list[str]) -> None:
     for word in _WORD.findall(chunk):
+        word = _folded(word)
         if word.endswith("'s"):
             word = word[:-2]
         word = ENGLISH_IRREGULAR_FORMS.get(word, word)
-        if word in ENGLISH_STOPWORDS or word in SPANISH_STOPWORDS:
+        if word in _STOPWORDS:
             continue
         word = MONTH_ABBREVIATIONS.get(word, word).replace("'", "")
         if word:
@@ -911,9 +939,8 @@ def text_terms(text: str) -> list[str]:
     term frequencies)."""
     if not text:
         return []
-    text = _dates_spelled(
-        unicodedata.normalize("NFKC", text[:INDEXED_TEXT_MAX_CHARS]).lower().replace("\u2019", "'")
-    )
+    text = FORMAT_CHARACTERS.sub("", text[:INDEXED_TEXT_MAX_CHARS])
+    text = _dates_spelled(unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'"))
     japanese = bool(_KANA.search(text))
     out: list[str] = []
     position = 0
@@ -933,7 +960,7 @@ def text_tokens(text: str) -> str:
 def query_literals(query: str) -> list[str]:
     """Parts of a query to match literally as substrings: identifiers, quoted phrases (a matching
     pair of quotes on one line), and CJK runs of 3 to CJK_LITERAL_MAX characters."""
-    query = unicodedata.normalize("NFKC", query)
+    query = unicodedata.normalize("NFKC", FORMAT_CHARACTERS.sub("", query))
     found = [next(group for group in m.groups() if group).strip() for m in _QUOTED.finditer(query)]
     found += _LITERAL.findall(query)
     found += [run for run in _CJK_RUN.findall(query) if 3 <= len(run) <= CJK_LITERAL_MAX]

@@ -312,6 +312,19 @@ def test_it_skips_what_the_session_already_saw_while_two_fresh_hits_remain(proje
 
 def test_it_too_short_a_query_prefetches_nothing(project):
     assert t1_select(query="hi", scope_ids=_ids(project), labels={}, session=None) == []
+    assert t1_select(query="好的", scope_ids=_ids(project), labels={}, session=None) == []
+
+
+@pytest.mark.parametrize("name", ["김민수", "コーヒー"])
+def test_it_prefetches_for_a_cjk_word_as_short_in_characters_as_hi(project, name):
+    """Before, a three- or four-character Korean or Japanese word was "too short" (counted in
+    characters, like "hi"), and the block was empty while search ranked its memory first."""
+    target = narrative_seed(project, f"{name} 씨는 서울에서 매일 아침 {name} 이야기를 합니다")
+    embedding_set(target.pk, vector_at_cosine(query_vector(name), 0.4, seed=1))
+
+    items = t1_select(query=name, scope_ids=_ids(project), labels={}, session=None)
+
+    assert [item.memory_id for item in items][:1] == [target.pk]
 
 
 def test_it_falls_back_to_keywords_ordered_by_weight(project):

@@ -86,6 +86,42 @@ def test_it_finds_a_japanese_memory_with_a_spanish_query(project_scope, write_na
     assert hits and hits[0].memory.pk == target.pk
 
 
+def test_it_matches_spanish_typed_without_its_accents_and_the_reverse(
+    project_scope, write_narrative
+):
+    """Before, "reunion en Logrono" matched no word of "reunión … Logroño" (only the cosine found
+    it, behind other meetings), nor "café de Begoña" a memory typed as "cafe de Begona"."""
+    accented = write_narrative(project_scope, "La reunión trimestral con el señor Muñoz en Logroño")
+    plain = write_narrative(project_scope, "El cafe de Begona en Cordoba abre a las siete")
+    write_narrative(project_scope, "La reunión anual con la señora Gómez en Jaén")
+    write_narrative(project_scope, "El café de Martín en Cádiz cierra los lunes")
+
+    unaccented = memory_search(query="reunion con Munoz en Logrono", scope_ids=[project_scope.pk])
+    assert unaccented[0].memory.pk == accented.pk
+    assert {"reunion", "munoz", "logrono"} <= set(unaccented[0].why["matched_terms"])
+    with_accents = memory_search(query="café de Begoña", scope_ids=[project_scope.pk])
+    assert with_accents[0].memory.pk == plain.pk
+    assert "begona" in with_accents[0].why["matched_terms"]
+
+
+@pytest.mark.parametrize("hidden", ["\u200b", "\u00ad", "\u2060", "\ufeff"])
+def test_it_reads_a_word_split_by_an_invisible_character_as_the_word(
+    project_scope, write_narrative, hidden
+):
+    """Before, a zero-width space or soft hyphen split a word in two, in a stored text and in a
+    query alike, and neither matched the word."""
+    target = write_narrative(
+        project_scope, f"The vault code is kept by Bar{hidden}nabas in a cabinet"
+    )
+    write_narrative(project_scope, "Whiskers the cat sleeps in the redwood cabinet")
+
+    for query, expected in [("Barnabas", target.pk), (f"Whis{hidden}kers", None)]:
+        hits = memory_search(query=query, scope_ids=[project_scope.pk], semantic=False)
+        assert hits, query
+        assert expected is None or hits[0].memory.pk == expected
+        assert hits[0].why["matched_terms"] == [query.replace(hidden, "").lower().rstrip("s")]
+
+
 def test_it_finds_keyword_hits_with_the_none_provider(project_scope, write_narrative, settings):
     settings.TIDELINE_EMBEDDER = "none"
     target = write_narrative(project_scope, "The staging database password rotates monthly")

@@ -61,6 +61,14 @@ RETOKENISING_MIGRATIONS = [
         "figurines bought in January",
         id="months",
     ),
+    pytest.param(
+        "0020_search_terms_accents_and_format_characters",
+        "La reunión trimestral se mueve al jueves",
+        "reunion",
+        "reunión",
+        "reunion",
+        id="accents",
+    ),
 ]
 
 

@@ -3,6 +3,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memory.search import memory_search, turn_search
+from memory.search.sessions import session_search
 from memory.search.text import text_terms
 from memory.services.timeline import TurnInput, session_start, turns_record
 
@@ -190,3 +191,29 @@ def test_it_normalises_turn_length_with_the_turns_own_b(
     settings.TIDELINE_SEARCH_TURN_BM25_B = 1.0
     hits = turn_search(query="kiln", scope_ids=[project_scope.pk])
     assert lexical(hits, short[0].pk) > lexical(hits, long[0].pk)
+
+
+@pytest.mark.parametrize("query", ["?!", "the of and to is", "🦊 🦊"])
+def test_it_finds_no_turn_for_a_query_with_no_word_to_search_by(
+    project_scope, django_capture_on_commit_callbacks, query
+):
+    """Before, such a query got every turn back, the least unrelated scored 0.59 with no term
+    matched and a cosine near 0: turns have no floor, and a query of punctuation met none."""
+    record(
+        project_scope,
+        "s-small-talk",
+        [
+            ("user", "Mañana voy a Sevilla a ver a mi hermana."),
+            ("assistant", "The train to the coast leaves at nine."),
+            ("user", "I adopted a puppy from the shelter last week."),
+        ],
+        datetime(2024, 3, 10, tzinfo=UTC),
+        django_capture_on_commit_callbacks,
+    )
+
+    assert turn_search(query=query, scope_ids=[project_scope.pk]) == []
+    assert session_search(query=query, scope_ids=[project_scope.pk]) == []
+    # A query that shares no word but means one of them still finds it.
+    by_meaning = turn_search(query="my new dog", scope_ids=[project_scope.pk])
+    assert by_meaning and "puppy" in by_meaning[0].turn.content
+    assert session_search(query="my new dog", scope_ids=[project_scope.pk])
