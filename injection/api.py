@@ -189,6 +189,10 @@ class UnknownQueryFields(Exception):
         self.names = names
 
 
+class UnexpectedBody(Exception):
+    pass
+
+
 @api.exception_handler(UnknownQueryFields)
 def _unknown_query_fields(request, exc):
     errors = [
@@ -197,14 +201,23 @@ def _unknown_query_fields(request, exc):
     return api.create_response(request, {"detail": errors}, status=422)
 
 
+@api.exception_handler(UnexpectedBody)
+def _unexpected_body(request, exc):
+    detail = [{"loc": ["body"], "msg": "this route takes no body; send its fields in the query"}]
+    return api.create_response(request, {"detail": detail}, status=422)
+
+
 def _caller(request, *, accepts: frozenset[str] = frozenset()) -> ops.Caller:
     """Who calls; for a GET or DELETE, also refuses query parameters the route does not take
     (bodies refuse unknown fields by their models), so a misspelt filter is an error, not a
-    silently wider answer."""
+    silently wider answer, and a body, which such a route never reads (a DELETE's reason sent
+    there was dropped for the default one)."""
     if request.method in ("GET", "DELETE"):
         unknown = sorted(set(request.GET) - accepts)
         if unknown:
             raise UnknownQueryFields(unknown)
+        if request.body.strip():
+            raise UnexpectedBody
     return ops.Caller(principal=request.auth, request_id=_request_id(request))
 
 

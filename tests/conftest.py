@@ -1,3 +1,4 @@
+import json
 import os
 from urllib.parse import quote
 
@@ -98,13 +99,16 @@ def db_vendor(db) -> str:
 @pytest.fixture
 def fake_llm(no_owner_llm, settings, tmp_path):
     """A running fake OpenAI-compatible server, configured as Tideline's LLM for this test."""
-    from memory.services.llm import llm_config_save
     from tests.fakes.llm_server import FakeLLM
 
     fake = FakeLLM().start()
     settings.TIDELINE_LLM_CONFIG_FILE = tmp_path / "llm.json"
     settings.TIDELINE_LLM_TIMEOUT = 2.0
-    llm_config_save(base_url=fake.base_url, model="fake-model", api_key="sk-test-secret")
+    # The file `llm set` writes, written directly: many tests using the fake have no database,
+    # where `llm set` records its change.
+    settings.TIDELINE_LLM_CONFIG_FILE.write_text(
+        json.dumps({"base_url": fake.base_url, "model": "fake-model", "api_key": "sk-test-secret"})
+    )
     yield fake
     fake.stop()
 

@@ -2,12 +2,13 @@
 save them; this records what the owner changed, in the same transaction, like every other
 decision. Passwords are recorded as changed, never by value or hash."""
 
+import secrets
 from collections.abc import Iterable, Mapping
 from datetime import date
 from typing import Any
 
 from django.contrib.auth.models import Group, User
-from django.db import models
+from django.db import models, transaction
 
 from memory.models import Actor, AuditAction, AuditEvent
 from memory.services.audit import audit_record
@@ -55,3 +56,24 @@ def account_change_record(
         before=None if created else before,
         after=after,
     )
+
+
+@transaction.atomic
+def owner_create(*, username: str) -> str | None:
+    """The first run's owner account, with a fresh password returned once (stored only as its
+    hash); None when an owner exists already. Recorded like an account the panel adds."""
+    if User.objects.filter(is_superuser=True).exists():
+        return None
+    password = secrets.token_urlsafe(12)
+    owner = User.objects.create_superuser(username=username, email="", password=password)
+    account_change_record(
+        account=owner,
+        created=True,
+        changes={
+            "username": (None, username),
+            "is_superuser": (None, True),
+            "password": (None, ""),
+        },
+        reason="owner account created on first run",
+    )
+    return password

@@ -77,7 +77,8 @@ def audit_record(
 ) -> AuditEvent:
     """Append one decision to the audit log. Called inside the caller's transaction so the decision
     and its record commit together or not at all. The surrounding audit context supplies the key
-    id, and the request id when the caller gives none."""
+    id, and the request id when the caller gives none; outside any context (a command, the
+    worker) the row gets a fresh one, so it still names one call."""
     context = _current.get()
     if target is not None:
         target_type = target._meta.model_name or target_type
@@ -91,6 +92,8 @@ def audit_record(
         before=before,
         after=after,
         reason=reason[:500],
-        request_id=(request_id or (context.request_id if context else ""))[:REQUEST_ID_MAX_CHARS],
+        request_id=(request_id or (context.request_id if context else request_id_new()))[
+            :REQUEST_ID_MAX_CHARS
+        ],
         key_id=context.key_id if context else None,
     )

@@ -296,13 +296,19 @@ _EMPTY_PHRASES = {
 _PUNCTUATION_EDGES = " \t\r\n。．.!！?？,，、;；:：~～-—「」『』\"'“”()（）[]【】"
 
 
+# Every line break a renderer or an agent shows as one (str.splitlines()'s set): the injection
+# patterns anchored at a line start must see "notes\u2028SYSTEM: …" as a new line, as a reader does.
+_LINE_BREAKS = re.compile(r"\r\n?|[\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+
+
 def _visible(text: str | None) -> str:
-    """NFKC with format and control characters (zero width, bidi, tag characters) dropped, line
-    breaks kept: what a reader sees, so "Ig\u200bnore" is "Ignore"."""
+    """NFKC with format and control characters (zero width, bidi, tag characters) dropped, every
+    line break as LF: what a reader sees, so "Ig\u200bnore" is "Ignore"."""
+    text = _LINE_BREAKS.sub("\n", unicodedata.normalize("NFKC", text or ""))
     text = "".join(
         char
-        for char in unicodedata.normalize("NFKC", text or "")
-        if char in "\n\r" or unicodedata.category(char) not in {"Cc", "Cf", "Cs"}
+        for char in text
+        if char == "\n" or unicodedata.category(char) not in {"Cc", "Cf", "Cs"}
     )
     return unicodedata.normalize("NFKC", text)
 

@@ -14,6 +14,8 @@ from pathlib import Path
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from memory.models import Actor, AuditAction
+from memory.services.audit import audit_record
 from memory.services.errors import InvalidInput
 from memory.services.http_client import (
     HttpFailed,
@@ -108,12 +110,29 @@ def llm_config_save(*, base_url: str, model: str, api_key: str) -> LLMConfig:
     except ValidationError as exc:
         raise InvalidInput(_validation_message(exc)) from exc
     config = LLMConfig(base_url=checked.base_url, model=checked.model, api_key=checked.api_key)
+    try:
+        before = llm_config_read()
+    except LLMConfigInvalid:
+        before = None
     path = _config_path()
     private_dir_ensure(path.parent)
     # 0600 from the first byte, so the key is never readable by others, even briefly.
     private_file_write(
         path,
         json.dumps({"base_url": config.base_url, "model": config.model, "api_key": config.api_key}),
+    )
+    # Where DREAM and the inbox send memory text is a decision; the key itself is never recorded.
+    audit_record(
+        actor=Actor.OWNER,
+        action=AuditAction.UPDATE,
+        target_type="llm_config",
+        reason="LLM endpoint configured",
+        before={"base_url": before.base_url, "model": before.model} if before else None,
+        after={
+            "base_url": config.base_url,
+            "model": config.model,
+            "api_key_set": bool(config.api_key),
+        },
     )
     return config
 

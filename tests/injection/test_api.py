@@ -228,6 +228,23 @@ def test_it_updates_by_supersede_and_deletes_by_expiry(api, project):
     assert Memory.objects.filter(pk=updated["id"]).exists()
 
 
+def test_it_refuses_a_delete_whose_reason_is_in_a_body_it_would_not_read(api, project):
+    """Before, the body's reason was dropped for "deleted through the API" and the delete done."""
+    narrative = narrative_seed(project, "Release notes go out on Fridays", tags=["release"])
+
+    refused = api.delete(
+        f"/api/v1/memories/{narrative.pk}",
+        data=json.dumps({"reason": "probe delete"}),
+        content_type="application/json",
+    )
+
+    assert refused.status_code == 422 and "takes no body" in str(refused.json()["detail"])
+    assert Memory.objects.get(pk=narrative.pk).status == MemoryStatus.ACTIVE
+    deleted = api.delete(f"/api/v1/memories/{narrative.pk}?reason=probe delete")
+    assert deleted.status_code == 200
+    assert AuditEvent.objects.filter(target_id=narrative.pk, reason="probe delete").exists()
+
+
 def test_it_edits_a_narrative_into_a_successor(api, project):
     narrative = narrative_seed(project, "first wording", tags=["x"])
 

@@ -6,7 +6,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from memory.models import FactKind
+from memory.models import AuditEvent, FactKind
 from memory.services.facts import FactInput, fact_write
 from memory.services.inbox import inbox_capture
 from memory.services.narratives import NarrativeInput, narrative_write
@@ -87,6 +87,11 @@ def test_it_saves_the_llm_key_from_stdin_without_echoing_it(db, settings, tmp_pa
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert json.loads(path.read_text())["api_key"] == "sk-very-secret"
     assert "sk-very-secret" not in run("stats")
+    # Where memory text will be sent is a decision on record; the key is not in it.
+    change = AuditEvent.objects.get(target_type="llm_config")
+    assert change.actor == "owner" and change.request_id
+    assert change.after["base_url"] == "https://api.example.com/v1" and change.before is None
+    assert "sk-very-secret" not in json.dumps([change.before, change.after, change.reason])
 
 
 @pytest.mark.parametrize(

@@ -87,7 +87,7 @@ def test_it_raises_unavailable_without_config(db):
         llm_complete_json(system="s", user="u")
 
 
-def test_it_stores_the_key_in_a_private_file(settings, tmp_path):
+def test_it_stores_the_key_in_a_private_file(db, settings, tmp_path):
     settings.TIDELINE_LLM_CONFIG_FILE = tmp_path / "llm.json"
     llm_config_save(base_url="https://api.example.com/v1", model="m", api_key="sk-secret")
     mode = stat.S_IMODE(os.stat(tmp_path / "llm.json").st_mode)
@@ -105,7 +105,7 @@ def test_it_refuses_plain_http_to_remote_hosts(settings, tmp_path, url):
     assert not (tmp_path / "llm.json").exists()
 
 
-def test_it_allows_plain_http_to_loopback(settings, tmp_path):
+def test_it_allows_plain_http_to_loopback(db, settings, tmp_path):
     settings.TIDELINE_LLM_CONFIG_FILE = tmp_path / "llm.json"
     config = llm_config_save(base_url="http://127.0.0.1:11434/v1", model="qwen", api_key="")
     assert config.base_url == "http://127.0.0.1:11434/v1"

@@ -4,6 +4,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
+from memory.models import AuditEvent
+
 
 def test_it_creates_the_owner_once_and_says_how_to_log_in(db, client):
     first = StringIO()
@@ -17,6 +19,11 @@ def test_it_creates_the_owner_once_and_says_how_to_log_in(db, client):
     call_command("owner_init", stdout=second)
     assert second.getvalue() == ""
     assert get_user_model().objects.filter(is_superuser=True).count() == 1
+    # Adding the owner is a decision on record, like an account the panel adds; no password in it.
+    created = AuditEvent.objects.get(target_type="user")
+    assert (created.actor, created.action, created.request_id != "") == ("owner", "insert", True)
+    assert created.after["username"] == "owner" and created.after["password"] == "changed"
+    assert password not in str([created.before, created.after])
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,8 @@
-import secrets
-
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
+
+from memory.services.accounts import owner_create
 
 
 class Command(BaseCommand):
@@ -20,10 +20,9 @@ class Command(BaseCommand):
             username = field.clean(username, None)
         except ValidationError as exc:
             raise CommandError(f"--username {username!r}: {' '.join(exc.messages)}") from exc
-        if user_model.objects.filter(is_superuser=True).exists():
+        password = owner_create(username=username)
+        if password is None:
             return
-        password = secrets.token_urlsafe(12)
-        user_model.objects.create_superuser(username=username, email="", password=password)
         # Shown this once and stored nowhere but as a hash: change it from the panel after login.
         self.stdout.write(
             self.style.SUCCESS(
