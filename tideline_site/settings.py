@@ -210,9 +210,13 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "filters": {"refusals": {"()": "tideline_site.logs.RefusalsWithoutTraceback"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": (LOG_LEVEL or "warning").upper()},
-    "loggers": {"tideline": {"level": (LOG_LEVEL or "info").upper()}},
+    "loggers": {
+        "tideline": {"level": (LOG_LEVEL or "info").upper()},
+        "django.request": {"filters": ["refusals"]},
+    },
 }
 
 # --- Celery: eager (in-process, no broker) unless a broker is configured. -----------------------
