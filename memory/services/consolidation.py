@@ -243,7 +243,8 @@ def depends_on_validate(
     secret unless the writer may read secrets. Otherwise a key could learn, from whether the write
     is taken and whether maintenance later expires it, that another project's or a secret memory
     exists and is live. The refusal is the same for a memory that does not exist. An edit keeps the
-    dependencies the edited memory (`edited_id`) had without asking again."""
+    dependencies the edited memory (`edited_id`) had without asking again, but may not name that
+    memory itself."""
     if not isinstance(depends_on, list | tuple):
         raise InvalidInput("depends_on must be a list", field="depends_on")
     cleaned = []
@@ -264,6 +265,13 @@ def depends_on_validate(
     cited = {item: dependency_memory_id(item) for item in cleaned if item.startswith("memory:")}
     if not cited:
         return cleaned
+    if edited_id and edited_id in cited.values():
+        # The edit supersedes the memory it names, and a dependency follows the supersede chain:
+        # the new version would depend on itself, a condition that can never fail.
+        raise InvalidInput(
+            f"depends_on entry 'memory:{edited_id}' names the memory being edited",
+            field="depends_on",
+        )
     kept = (
         Memory.objects.filter(pk=edited_id, scope_id=scope_id)
         .values_list("depends_on", flat=True)

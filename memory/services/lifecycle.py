@@ -4,6 +4,8 @@ Expire is Tideline's "delete": the row stays, stops being recalled, and the audi
 why. Each call is one transaction with one audit row.
 """
 
+from datetime import datetime
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -18,6 +20,7 @@ from memory.models import (
 )
 from memory.services.audit import audit_record
 from memory.services.errors import Conflict, InvalidInput, NotFound
+from memory.services.maintenance import dependencies_broken
 from memory.services.narratives import narrative_reband
 from memory.services.races import atomic_retrying
 
@@ -66,7 +69,13 @@ def memory_expire(
 
 def _ended_message(memory: Memory) -> str:
     if memory.status == MemoryStatus.SUPERSEDED:
-        successor = f" by #{memory.superseded_by_id}" if memory.superseded_by_id else ""
+        # The caller read this row, not necessarily its successor: as for a refused edit, only a
+        # plain successor is named, so a secret one is never revealed to a key that may not see it.
+        successor = (
+            f" by #{memory.superseded_by_id}"
+            if memory.superseded_by_id and not memory.superseded_by.secret
+            else ""
+        )
         return f"memory #{memory.pk} is already superseded{successor}; expire the current version"
     return f"memory #{memory.pk} is already expired ({memory.expired_by or 'no reason recorded'})"
 
@@ -76,7 +85,9 @@ def memory_restore(
 ) -> Memory:
     """Bring an expired, rejected or candidate memory back to active. A superseded memory is not
     restored this way: write the old value again so the supersede chain stays truthful. A row
-    whose key has another current value stays as it is (Conflict): one current value per key."""
+    whose key has another current value stays as it is (Conflict): one current value per key.
+    The restore sticks: a passed TTL and dependencies that no longer hold are dropped (the audit
+    row says which), and the decay clock restarts."""
     return atomic_retrying(
         lambda: _restore(memory_id=memory_id, actor=actor, reason=reason, request_id=request_id),
         model=Memory,
@@ -104,23 +115,56 @@ def _restore(*, memory_id: int, actor: str, reason: str, request_id: str) -> Mem
         raise Conflict(
             f"memory #{memory_id} cannot be restored: #{current} is the current value of its key"
         )
-    before = {"status": memory.status, "expired_by": memory.expired_by, "valid_to": None}
-    if memory.valid_to:
-        before["valid_to"] = memory.valid_to.isoformat()
+    now = timezone.now()
+    before = {
+        "status": memory.status,
+        "expired_by": memory.expired_by,
+        "valid_to": _iso(memory.valid_to),
+        "last_activated": _iso(memory.last_activated),
+    }
+    after: dict = {"status": MemoryStatus.ACTIVE}
+    # Whatever ended the memory would end it again on the next maintenance run and quietly undo
+    # the owner: a TTL that has passed and dependencies that no longer hold go with the restore.
+    if memory.expires_at is not None and memory.expires_at <= now:
+        before["expires_at"] = _iso(memory.expires_at)
+        after["expires_at"] = None
+        memory.expires_at = None
+    if dropped := dependencies_broken(depends_on=memory.depends_on):
+        before["depends_on"] = memory.depends_on
+        after["depends_on_dropped"] = dropped
+        memory.depends_on = [item for item in memory.depends_on if item not in dropped]
+    # Bringing a memory back says it still matters, as strongly as a recall does, so its decay
+    # clock restarts now; recorded_at is when Tideline learned it and stays. The memory is not
+    # pinned: left unrecalled for its full limit, it fades again.
+    memory.last_activated = now
     memory.status = MemoryStatus.ACTIVE
     memory.expired_by = ""
     memory.valid_to = None
-    memory.save(update_fields=["status", "expired_by", "valid_to", "updated_at"])
+    memory.save(
+        update_fields=[
+            "status",
+            "expired_by",
+            "valid_to",
+            "expires_at",
+            "depends_on",
+            "last_activated",
+            "updated_at",
+        ]
+    )
     audit_record(
         actor=actor,
         action=AuditAction.RESTORE,
         target=memory,
         reason=reason or "restored",
         before=before,
-        after={"status": memory.status},
+        after=after | {"last_activated": _iso(now)},
         request_id=request_id,
     )
     return memory
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
 
 
 def memory_set_pinned(

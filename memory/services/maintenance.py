@@ -3,8 +3,9 @@
 Three rules, checked in this order (the first that applies is the reason):
 
 - **depends_on gone** → `expired`, `expired_by=scope-gone`: a `path:` that no longer exists, or a
-  `memory:<id>` that is no longer live. Cheap (one stat per distinct path), so retrieval runs it
-  for the scopes it is about to read (`dependencies_check`).
+  `memory:<id>` that is no longer live, nor is the version an edit turned it into. Cheap (one stat
+  per distinct path), so retrieval runs it for the scopes it is about to read
+  (`dependencies_check`).
 - **TTL** → `expired_by=ttl` once `expires_at` has passed (fact_write sets it: episodes 90 days,
   a project's facts 180 days; preferences and reflections never).
 - **Activation decay** → `expired_by=decay`: no activation (or, never activated, no write) for
@@ -13,8 +14,9 @@ Three rules, checked in this order (the first that applies is the reason):
   doubles it). Pinned memories, self-concept, never-expiring fact kinds and the user's global
   profile facts do not decay.
 
-All thresholds are settings. Nothing is deleted; each expiry is one audit row. A dry run computes
-the same plan and writes nothing at all — not even audit rows.
+All thresholds are settings. Nothing is deleted; each expiry is one audit row, and every row of one
+run carries the run's request id. A dry run computes the same plan and writes nothing at all — not
+even audit rows.
 """
 
 import os
@@ -38,7 +40,7 @@ from memory.models import (
     MemoryType,
     ScopeKind,
 )
-from memory.services.audit import audit_record
+from memory.services.audit import audit_context_current, audit_record, request_id_new
 from memory.services.consolidation import LIVE_STATUSES, dependency_memory_id, statuses
 from memory.services.weights import decay_limit_days
 
@@ -66,6 +68,7 @@ class MaintenanceReport:
     expired: int = 0
     checked: int = 0
     elapsed_ms: float = 0.0
+    request_id: str = ""
 
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -99,20 +102,81 @@ def _plans(pks_reasons: dict[int, str], expired_by: str) -> list[PlannedExpiry]:
     ]
 
 
+def _memory_refs_live(referenced: set[int]) -> set[int]:
+    """The referenced ids whose memory, or the version an edit turned it into, is live.
+
+    An edit supersedes a memory with a new row; what depended on the memory depends on what it
+    says, not on the row, so the dependency follows superseded_by and breaks only where the chain
+    ends in a memory that is no longer live. One query per step of the longest chain."""
+    rows: dict[int, tuple[str, int | None]] = {}
+    walks = {memory_id: [memory_id] for memory_id in referenced}
+    live: set[int] = set()
+    while walks:
+        unread = {walk[-1] for walk in walks.values()} - rows.keys()
+        if unread:
+            rows.update(
+                (pk, (status, successor))
+                for pk, status, successor in Memory.objects.filter(pk__in=unread).values_list(
+                    "pk", "status", "superseded_by_id"
+                )
+            )
+        following = {}
+        for origin, walk in walks.items():
+            status, successor = rows.get(walk[-1], ("", None))
+            if status in LIVE_STATUSES:
+                live.add(origin)
+            elif (
+                status == MemoryStatus.SUPERSEDED
+                and successor is not None
+                and successor not in walk
+            ):
+                following[origin] = [*walk, successor]
+        walks = following
+    return live
+
+
+def _live_refs(depends_on_lists: list[list]) -> set[int]:
+    referenced = {
+        memory_id
+        for depends_on in depends_on_lists
+        for item in depends_on
+        if isinstance(item, str) and (memory_id := dependency_memory_id(item))
+    }
+    return _memory_refs_live(referenced) if referenced else set()
+
+
+def _item_broken(item, *, exists: dict[str, bool], live_refs: set[int]) -> str:
+    """Why this one dependency no longer holds, or "" while it does."""
+    if not isinstance(item, str):
+        return ""
+    kind, _, rest = item.partition(":")
+    if kind == "path":
+        if rest not in exists:
+            exists[rest] = os.path.exists(rest)
+        if not exists[rest]:
+            return f"{rest} no longer exists"
+    elif kind == "memory" and dependency_memory_id(item) not in live_refs:
+        return f"memory #{rest} it depends on is gone"
+    return ""
+
+
 def _broken(depends_on: list, *, exists: dict[str, bool], live_refs: set[int]) -> str:
     """Why this dependency list no longer holds, or "" while it does."""
     for item in depends_on:
-        if not isinstance(item, str):
-            continue
-        kind, _, rest = item.partition(":")
-        if kind == "path":
-            if rest not in exists:
-                exists[rest] = os.path.exists(rest)
-            if not exists[rest]:
-                return f"{rest} no longer exists"
-        elif kind == "memory" and dependency_memory_id(item) not in live_refs:
-            return f"memory #{rest} it depends on is gone"
+        if reason := _item_broken(item, exists=exists, live_refs=live_refs):
+            return reason
     return ""
+
+
+def dependencies_broken(*, depends_on: list) -> dict[str, str]:
+    """The entries of one dependency list that no longer hold, each with why."""
+    exists: dict[str, bool] = {}
+    live_refs = _live_refs([depends_on])
+    return {
+        item: reason
+        for item in depends_on
+        if (reason := _item_broken(item, exists=exists, live_refs=live_refs))
+    }
 
 
 def dependencies_plan(*, scope_ids: list[int] | None = None) -> tuple[list[PlannedExpiry], int]:
@@ -124,21 +188,7 @@ def dependencies_plan(*, scope_ids: list[int] | None = None) -> tuple[list[Plann
     when something is actually gone."""
     live = _live(scope_ids).exclude(depends_on=[])
     distinct = list(live.order_by().values_list("depends_on", flat=True).distinct())
-    referenced = {
-        memory_id
-        for depends_on in distinct
-        for item in depends_on
-        if isinstance(item, str) and (memory_id := dependency_memory_id(item))
-    }
-    live_refs = (
-        set(
-            Memory.objects.filter(pk__in=referenced, status__in=LIVE_STATUSES).values_list(
-                "pk", flat=True
-            )
-        )
-        if referenced
-        else set()
-    )
+    live_refs = _live_refs(distinct)
     exists: dict[str, bool] = {}
     if not any(_broken(d, exists=exists, live_refs=live_refs) for d in distinct):
         return [], len(distinct)
@@ -208,6 +258,13 @@ def lifecycle_plan(*, now: datetime | None = None) -> tuple[list[PlannedExpiry],
     return sorted(plan.values(), key=lambda item: item.memory_id), checked
 
 
+def _run_request_id(request_id: str) -> str:
+    """The request id every audit row of one run carries, so the run's expiries read as one
+    decision: the caller's, else the surrounding call's, else a fresh one."""
+    context = audit_context_current()
+    return request_id or (context.request_id if context else "") or request_id_new()
+
+
 def _apply(plan: list[PlannedExpiry], *, actor: str, request_id: str, now: datetime) -> int:
     if not plan:
         return 0
@@ -257,9 +314,11 @@ def lifecycle_maintain(
     started = time.perf_counter()
     now = now or timezone.now()
     plan, checked = lifecycle_plan(now=now)
-    report = MaintenanceReport(dry_run=dry_run, planned=plan, checked=checked)
+    report = MaintenanceReport(
+        dry_run=dry_run, planned=plan, checked=checked, request_id=_run_request_id(request_id)
+    )
     if not dry_run:
-        report.expired = _apply(plan, actor=actor, request_id=request_id, now=now)
+        report.expired = _apply(plan, actor=actor, request_id=report.request_id, now=now)
     report.elapsed_ms = (time.perf_counter() - started) * 1000
     return report
 
@@ -271,7 +330,9 @@ def dependencies_check(
     gone, so a deleted project's memories never surface."""
     started = time.perf_counter()
     plan, checked = dependencies_plan(scope_ids=scope_ids)
-    report = MaintenanceReport(dry_run=False, planned=plan, checked=checked)
-    report.expired = _apply(plan, actor=actor, request_id=request_id, now=timezone.now())
+    report = MaintenanceReport(
+        dry_run=False, planned=plan, checked=checked, request_id=_run_request_id(request_id)
+    )
+    report.expired = _apply(plan, actor=actor, request_id=report.request_id, now=timezone.now())
     report.elapsed_ms = (time.perf_counter() - started) * 1000
     return report
