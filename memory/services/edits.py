@@ -64,6 +64,8 @@ def narrative_supersede(
         scope_id=narrative.scope_id,
         **{name: getattr(narrative, name) for name in (*NARRATIVE_FIELDS, *COMMON_FIELDS)},
         expires_at=narrative.expires_at,
+        # The edit corrects how the event is told, not when it happened.
+        valid_from=narrative.valid_from,
         source_turn_ids=list(narrative.evidence.values_list("turn_id", flat=True)),
     )
     texts = {"gesture", "context", "moment", "cognition_direction"}
@@ -91,6 +93,7 @@ def memory_update(*, memory, changes: dict, actor: str, reason: str = "", reques
             raise InvalidInput(f"a fact's {', '.join(FACT_FIELDS)} can change", field="changes")
         if child.status != MemoryStatus.ACTIVE:
             raise Conflict(edit_refused_message(child))
+        value = (changes.get("value", child.value) or "").strip()
         return fact_write(
             data=FactInput(
                 scope_id=child.scope_id,
@@ -98,8 +101,9 @@ def memory_update(*, memory, changes: dict, actor: str, reason: str = "", reques
                 profile_kind=child.profile.kind,
                 kind=child.kind,
                 predicate=child.predicate,
-                value=changes.get("value", child.value),
-                summary=changes.get("summary", "" if "value" in changes else child.summary),
+                value=value,
+                # Only a new value earns a new summary: resending the same one keeps the owner's.
+                summary=changes.get("summary", child.summary if value == child.value else ""),
                 confidence=changes.get("confidence", child.confidence),
                 importance=changes.get("importance", child.importance),
                 depends_on=changes.get("depends_on", child.depends_on),
@@ -122,6 +126,8 @@ def memory_update(*, memory, changes: dict, actor: str, reason: str = "", reques
             field=child.field,
             content=changes["content"],
             supersedes_id=child.pk,
+            pinned=child.pinned,
+            secret=child.secret,
             actor=actor,
             reason=reason,
             request_id=request_id,

@@ -217,21 +217,23 @@ def _restated(
     before = {
         "status": target.status,
         "confidence": target.confidence,
+        "secret": target.secret,
         "expires_at": target.expires_at.isoformat() if target.expires_at else None,
     }
     identical = target.value == prepared.value
     # A pinned row is never merged into: it keeps exactly what the owner pinned.
     restates = identical and not is_candidate(data.confidence)
     decision = Decision.SKIP if restates or target.pinned else Decision.MERGE
-    fields = ["updated_at"]
+    # Secrecy only tightens, and a pin is no reason to keep showing what was asked to be hidden.
+    target.secret = target.secret or data.secret
+    fields = ["secret", "updated_at"]
     if not target.pinned:
         target.confidence = confidence_combine(target.confidence, data.confidence)
         target.importance = max(target.importance, data.importance)
-        target.secret = target.secret or data.secret
         expires = _ttl_from(target, now) if data.expires_at is None else data.expires_at
         if expires is not None:
             target.expires_at = expires
-        fields += ["confidence", "importance", "secret", "expires_at"]
+        fields += ["confidence", "importance", "expires_at"]
         if target.status == MemoryStatus.CANDIDATE and not is_candidate(target.confidence):
             decision = Decision.PROMOTE
             target.status = MemoryStatus.ACTIVE
@@ -245,6 +247,7 @@ def _restated(
     after = {
         "status": target.status,
         "confidence": target.confidence,
+        "secret": target.secret,
         "expires_at": target.expires_at.isoformat() if target.expires_at else None,
         "incoming": {"value": prepared.value, "confidence": data.confidence},
         "source_turn_ids": data.source_turn_ids,
@@ -333,10 +336,23 @@ def fact_commit(
     )
     if data.supersedes_id is not None and (current is None or current.pk != data.supersedes_id):
         raise Conflict(_edit_lost(edited_id=data.supersedes_id, current=current))
+    # An edit says what the row should now be: it is applied as a new version (or is a no-op),
+    # never taken as a second observation that merges into the row or raises its confidence.
+    edit = data.supersedes_id is not None
+    changed = _edited_fields(old=current, new=fact) if edit else {}
+    if edit and not changed:
+        audit_record(
+            actor=actor,
+            action=AuditAction.SKIP,
+            target=current,
+            reason=reason or "the edit changes nothing",
+            request_id=request_id,
+        )
+        return current
     comparable = current is not None and (
         writer_sees_secrets or not current.secret or current.pk == data.supersedes_id
     )
-    if comparable and text_normalise(current.value) == text_normalise(value):
+    if not edit and comparable and text_normalise(current.value) == text_normalise(value):
         decision, before, after = _restated(target=current, prepared=prepared, now=now)
         audit_record(
             actor=actor,
@@ -354,12 +370,16 @@ def fact_commit(
         )
         return current
 
-    pending = _pending_candidate(
-        scope_id=scope.pk,
-        profile_id=profile.pk,
-        predicate=data.predicate,
-        value=value,
-        include_secret=writer_sees_secrets,
+    pending = (
+        None
+        if edit
+        else _pending_candidate(
+            scope_id=scope.pk,
+            profile_id=profile.pk,
+            predicate=data.predicate,
+            value=value,
+            include_secret=writer_sees_secrets,
+        )
     )
     if pending is not None:
         decision, before, after = _restated(
@@ -391,14 +411,17 @@ def fact_commit(
 
     candidate = is_candidate(data.confidence)
     fact.status = MemoryStatus.CANDIDATE if candidate else MemoryStatus.ACTIVE
-    fact.supersedes = None if candidate else current
+    # A new observation below the threshold waits beside the current row; an edit replaces the
+    # row it edits whatever its confidence, as a narrative edit does.
+    replaces = current is not None and (edit or not candidate)
+    fact.supersedes = current if replaces else None
     # A writer that may read secrets is Tideline's own (the inbox, DREAM) and speaks for no agent:
     # the key's new value keeps the secrecy the owner gave the old one. An agent's value replaces a
     # secret in plain, since it holds the value already.
     if writer_sees_secrets and current is not None and current.secret:
         fact.secret = True
     before = None
-    if current is not None and not candidate:
+    if replaces:
         before = {"id": current.pk, "value": current.value, "status": current.status}
         _retire(current, at=valid_from)
     fact.save()
@@ -426,6 +449,7 @@ def fact_commit(
             "status": fact.status,
             "supersedes": before and before["id"],
             "statuses": statuses(*touched),
+            **({"changed": changed} if edit else {}),
         },
         request_id=request_id,
     )
@@ -448,7 +472,8 @@ def fact_write(
     row → skip / merge (evidence and confidence absorbed, TTL restarted); a new value → invalidate:
     the old row gets `valid_to`, `superseded` and a link to its successor; confidence below the
     candidate threshold → the row waits in the candidate pool and supersedes nothing until more
-    support promotes it.
+    support promotes it. An edit (`supersedes_id`) is never a restatement: it replaces the row it
+    edits with a new version whatever it changes, or skips when it changes nothing.
     """
     prepared = fact_prepare(data=data, writer_sees_secrets=writer_sees_secrets)
     # Two first writers of one key both see no current row; the database lets one in and the
@@ -465,6 +490,32 @@ def fact_write(
         constraints=("memory_one_active_per_key", "memory_one_live_successor"),
         lost=f"{data.predicate} kept changing under this write; try again",
     )
+
+
+# What an edit of a fact may change; everything else is the key itself.
+_EDITABLE = (
+    "value",
+    "summary",
+    "confidence",
+    "importance",
+    "depends_on",
+    "expires_at",
+    "pinned",
+    "secret",
+)
+
+
+def _edited_fields(*, old: Fact, new: Fact) -> dict[str, list]:
+    """{field: [before, after]} for each editable field an edit changes, as the audit stores it."""
+    changed = {}
+    for name in _EDITABLE:
+        before, after = getattr(old, name), getattr(new, name)
+        if before != after:
+            changed[name] = [
+                value.isoformat() if isinstance(value, datetime) else value
+                for value in (before, after)
+            ]
+    return changed
 
 
 def _edit_lost(*, edited_id: int, current: Fact | None) -> str:

@@ -106,6 +106,8 @@ def narrative_validate(data: NarrativeInput) -> None:
         raise InvalidInput("confidence must be between 0 and 1", field="confidence")
     if not all(isinstance(tag, str) and tag.strip() for tag in data.tags):
         raise InvalidInput("tags must be non-empty strings", field="tags")
+    if not all(isinstance(entity, str) for entity in data.related_entities):
+        raise InvalidInput("related_entities must be strings", field="related_entities")
     if len(data.summary) > 500:
         raise InvalidInput("summary is longer than 500 characters", field="summary")
 
@@ -239,6 +241,7 @@ class PreparedNarrative:
 
 
 def _draft(data: NarrativeInput, *, tags: list[str]) -> Narrative:
+    now = timezone.now()
     return Narrative(
         scope_id=data.scope_id,
         confidence=data.confidence,
@@ -259,7 +262,8 @@ def _draft(data: NarrativeInput, *, tags: list[str]) -> Narrative:
         summary=text_storable((data.summary or data.gesture).strip())[:500],
         depends_on=data.depends_on,
         expires_at=data.expires_at,
-        valid_from=data.valid_from or timezone.now(),
+        valid_from=data.valid_from or now,
+        recorded_at=now,
         pinned=data.pinned,
         secret=data.secret,
     )
@@ -294,7 +298,17 @@ def narrative_prepare(
         use_llm = settings.TIDELINE_GATE_USE_LLM
     verdict = gate_check(
         text=data.gesture,
-        attached=[data.cognition_direction, data.context, data.moment, data.summary, *tags],
+        # Everything stored is shown to an agent or an LLM somewhere (recall, the graph, DREAM).
+        attached=[
+            data.cognition_direction,
+            data.context,
+            data.moment,
+            data.summary,
+            data.ntype,
+            data.entities_role,
+            *tags,
+            *data.related_entities,
+        ],
         use_llm=use_llm and not data.secret,
     )
     embedded = None
@@ -419,8 +433,14 @@ def narrative_commit(
     else:
         narrative.status = MemoryStatus.ACTIVE
     live = narrative.status != MemoryStatus.REJECTED
+    # The edited row is still live here, but it is this narrative's earlier telling, not a sibling.
     narrative.recurrence = (
-        _recurrence_for(tags, scope_id=narrative.scope_id, exclude_id=None, secret=narrative.secret)
+        _recurrence_for(
+            tags,
+            scope_id=narrative.scope_id,
+            exclude_id=data.supersedes_id,
+            secret=narrative.secret,
+        )
         if live
         else NO_TAGS_RECURRENCE
     )
@@ -448,7 +468,9 @@ def narrative_commit(
     if old is not None:
         old.status = MemoryStatus.SUPERSEDED
         old.expired_by = ExpiredBy.SUPERSEDED
-        old.valid_to = narrative.valid_from
+        # Held until the new telling was recorded, not until the event it tells (whose valid_from
+        # an edit keeps): history as of any moment before the edit still finds the old telling.
+        old.valid_to = narrative.recorded_at
         old.superseded_by = narrative
         old.save(update_fields=["status", "expired_by", "valid_to", "superseded_by", "updated_at"])
         touched.append(old)

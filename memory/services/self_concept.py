@@ -36,13 +36,16 @@ def self_concept_write(
     field: str,
     content: str,
     supersedes_id: int | None = None,
+    pinned: bool = False,
+    secret: bool = False,
     actor: str = Actor.AGENT,
     reason: str = "",
     request_id: str = "",
 ) -> SelfConcept:
     """Write a new version of one self-concept field. The previous version is superseded, never
     overwritten, so the history of who the agent thought it was stays readable. An edit of one
-    version (`supersedes_id`) is written only while that version is still current."""
+    version (`supersedes_id`) is written only while that version is still current; the new
+    version carries `pinned` and `secret` as given (an edit passes the edited version's)."""
     if field not in SelfConceptField.values:
         raise InvalidInput(f"field must be one of {SelfConceptField.values}", field="field")
     content = (content or "").strip()
@@ -62,6 +65,8 @@ def self_concept_write(
             content=content,
             verdict=verdict,
             supersedes_id=supersedes_id,
+            pinned=pinned,
+            secret=secret,
             actor=actor,
             reason=reason,
             request_id=request_id,
@@ -78,6 +83,8 @@ def _commit(
     content: str,
     verdict: GateVerdict,
     supersedes_id: int | None,
+    pinned: bool,
+    secret: bool,
     actor: str,
     reason: str,
     request_id: str,
@@ -92,6 +99,8 @@ def _commit(
             summary=f"[自我·{field}] {content}"[:500],
             valid_from=now,
             importance=4,
+            pinned=pinned,
+            secret=secret,
             status=MemoryStatus.REJECTED,
         )
         rejection_audit(
@@ -132,6 +141,8 @@ def _commit(
         valid_from=now,
         supersedes=current,
         importance=4,
+        pinned=pinned,
+        secret=secret,
     )
     version.save()
     if current is not None:

@@ -3,6 +3,7 @@ import pytest
 from memory.models import AuditEvent, Fact, FactKind, MemoryStatus
 from memory.services.errors import InvalidInput
 from memory.services.facts import FactInput, fact_write
+from memory.services.lifecycle import memory_set_pinned
 
 
 def write(scope, predicate, value, **extra):
@@ -111,3 +112,16 @@ def test_it_holds_back_a_fact_whose_summary_would_act_on_the_agent(project_scope
 
     assert fact.status == MemoryStatus.REJECTED
     assert not Fact.objects.filter(status=MemoryStatus.ACTIVE).exists()
+
+
+def test_it_makes_a_pinned_fact_secret_when_a_restatement_asks_for_it(project_scope):
+    """Before, a pinned row ignored the restatement entirely, so the token stayed in plain view."""
+    token = write(project_scope, "api_token", "tok-abc-123")
+    memory_set_pinned(memory_id=token.pk, pinned=True)
+
+    again = write(project_scope, "api_token", "tok-abc-123", secret=True, confidence=0.6)
+
+    token.refresh_from_db()
+    assert again.pk == token.pk
+    assert (token.pinned, token.secret, token.confidence) == (True, True, 1.0)
+    assert Fact.objects.count() == 1
