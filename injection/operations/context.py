@@ -102,11 +102,24 @@ def _turn_input(turn: TurnItem | TurnIn) -> TurnInput:
     )
 
 
+def _resent_from(caller: Caller) -> list[int] | None:
+    """Where a turn the caller sends again may already be held (None: anywhere): only scopes it
+    reads, so a skip never tells it what another key recorded under the same session id."""
+    if caller.principal.scope_ids is None:
+        return None
+    return scope_ids_held(principal=caller.principal)
+
+
 def _recorded(*, caller: Caller, data: SessionIn, turns: list[TurnItem]) -> dict:
     inputs = [_turn_input(turn) for turn in turns]
     turns_validate(turns=inputs)
     opened = _session_opened(caller=caller, data=data)
-    result = turns_sync(session=opened, turns=inputs, actor=caller.principal.actor)
+    result = turns_sync(
+        session=opened,
+        turns=inputs,
+        actor=caller.principal.actor,
+        scope_ids_readable=_resent_from(caller),
+    )
     return {
         "session": session_as_dict(opened),
         "captured": result.captured,
@@ -136,7 +149,12 @@ def turn_take(*, caller: Caller, data: TurnIn) -> dict:
     opened, scope_ids = _session_for_block(caller=caller, data=data)
     recorded = False
     if data.record and opened is not None:
-        result = turns_sync(session=opened, turns=[_turn_input(data)], actor=caller.principal.actor)
+        result = turns_sync(
+            session=opened,
+            turns=[_turn_input(data)],
+            actor=caller.principal.actor,
+            scope_ids_readable=_resent_from(caller),
+        )
         recorded = bool(result.recorded)
     block = context_turn(
         query=data.content, scope_ids=scope_ids, session=opened, budget_tokens=data.budget_tokens

@@ -286,7 +286,11 @@ def sessions_import(
         )
         report.sessions += 1
         if parsed.turns:
-            result = turns_sync(session=session, turns=parsed.turns, actor=actor)
+            # The owner's import reads every scope: a session imported again under another
+            # project skips what its first import recorded.
+            result = turns_sync(
+                session=session, turns=parsed.turns, actor=actor, scope_ids_readable=None
+            )
             report.recorded += len(result.recorded)
             report.skipped += result.skipped
     return report

@@ -5,6 +5,7 @@ so each turn may carry the runtime's own id and a turn already recorded under th
 Subagent sessions are not the owner and are not captured unless configured.
 """
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from memory.models import ContextTurn, Session
@@ -67,15 +68,27 @@ def session_open(*, ref: SessionRef, actor: str, request_id: str = "") -> Sessio
 
 
 def turns_sync(
-    *, session: Session, turns: list[TurnInput], actor: str, request_id: str = ""
+    *,
+    session: Session,
+    turns: list[TurnInput],
+    actor: str,
+    scope_ids_readable: Collection[int] | None,
+    request_id: str = "",
 ) -> SyncResult:
-    """Record the turns this session does not hold yet (by the runtime's turn id when given). The
-    known ids are read inside the write transaction (turns_record), so identical concurrent
-    batches store each turn once."""
+    """Record the turns this session does not hold yet (by the runtime's turn id when given), nor
+    another part of it in a scope the caller reads (`scope_ids_readable`, None: every scope): a
+    runtime re-sends its history after a move into another project. The known ids are read inside
+    the write transaction (turns_record), so identical concurrent batches store each turn once."""
     if not session_captured(session):
         return SyncResult(session=session, recorded=[], skipped=len(turns), captured=False)
     recorded = (
-        turns_record(session_id=session.pk, turns=turns, actor=actor, request_id=request_id)
+        turns_record(
+            session_id=session.pk,
+            turns=turns,
+            actor=actor,
+            request_id=request_id,
+            scope_ids_readable=scope_ids_readable,
+        )
         if turns
         else []
     )

@@ -1,10 +1,11 @@
 import hashlib
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import Max, QuerySet
 from django.utils import timezone
 
 from memory.models import Actor, AuditAction, ContextTurn, Session, SessionOrigin
@@ -226,30 +227,84 @@ def turns_record(
     turns: list[TurnInput],
     actor: str = Actor.AGENT,
     request_id: str = "",
+    scope_ids_readable: Collection[int] | None = (),
 ) -> list[ContextTurn]:
     """Append raw turns to a session's timeline, verbatim, with one audit row for the batch. A turn
-    whose runtime id the session already holds is skipped, so re-sending overlapping history is
-    safe; returns only the turns stored now."""
+    whose runtime id the session already holds is skipped, and so is one another part of it holds
+    in a scope of `scope_ids_readable` (None: every scope), so re-sending overlapping history is
+    safe after a move into another project too; returns only the turns stored now."""
     turns_validate(turns=turns)
     if not Session.objects.filter(pk=session_id).exists():
         raise InvalidInput(f"unknown session {session_id!r}", field="session")
     return atomic_retrying(
-        lambda: _append(session_id=session_id, turns=turns, actor=actor, request_id=request_id),
+        lambda: _append(
+            session_id=session_id,
+            turns=turns,
+            actor=actor,
+            request_id=request_id,
+            scope_ids_readable=scope_ids_readable,
+        ),
         model=ContextTurn,
         constraints=("turn_session_seq_unique", "turn_session_external_unique"),
         lost=f"session {session_id} kept changing under this write; try again",
     )
 
 
+def _segment_root(session: Session) -> Session | None:
+    """The session this one is a segment of, or None for a first part (or a subagent, whose
+    parent is another session, not an earlier part of its own)."""
+    parent = session.parent
+    if parent is not None and session.external_id == segment_external_id(
+        external_id=parent.external_id, scope_id=session.scope_id
+    ):
+        return parent
+    return None
+
+
+def _family_ids(root: Session) -> list[int]:
+    """The first part of a runtime's session and every segment of it."""
+    return [root.pk] + [
+        pk
+        for pk, external_id, scope_id in root.children.values_list("pk", "external_id", "scope_id")
+        if external_id == segment_external_id(external_id=root.external_id, scope_id=scope_id)
+    ]
+
+
+def _held_elsewhere(
+    *, root: Session, wanted: set[str], scope_ids_readable: Collection[int] | None
+) -> QuerySet[ContextTurn]:
+    """The wanted turns the parts of the session hold where the caller may read. Another part
+    may be another key's session under the same runtime id: a skip because of a part the caller
+    may not read would tell it what that key recorded (and lose its own turn)."""
+    held = ContextTurn.objects.filter(session_id__in=_family_ids(root), external_id__in=wanted)
+    return held if scope_ids_readable is None else held.filter(scope_id__in=scope_ids_readable)
+
+
 def _append(
-    *, session_id: int, turns: list[TurnInput], actor: str, request_id: str
+    *,
+    session_id: int,
+    turns: list[TurnInput],
+    actor: str,
+    request_id: str,
+    scope_ids_readable: Collection[int] | None,
 ) -> list[ContextTurn]:
     # The session row is the lock that makes appends take turns: the known ids and the last seq
     # are read after it is held, so no concurrent batch can slip in between (a no-op on SQLite,
-    # whose IMMEDIATE transactions already take turns).
+    # whose IMMEDIATE transactions already take turns). The first part's row is the lock of the
+    # whole session, so two parts in two projects take turns too; a segment's row is always
+    # taken before its first part's, and the first part's alone otherwise, so no two appends wait
+    # on each other in a circle.
     session = Session.objects.select_for_update().get(pk=session_id)
+    root = _segment_root(session)
+    root = session if root is None else Session.objects.select_for_update().get(pk=root.pk)
     wanted = {turn.external_id for turn in turns} - {None}
     known = set(session.turns.filter(external_id__in=wanted).values_list("external_id", flat=True))
+    if wanted and scope_ids_readable != ():
+        known |= set(
+            _held_elsewhere(
+                root=root, wanted=wanted, scope_ids_readable=scope_ids_readable
+            ).values_list("external_id", flat=True)
+        )
     new = []
     for turn in turns:
         if turn.external_id is not None:
@@ -299,10 +354,30 @@ def _append(
 
 
 def turn_record(
-    *, session_id: int, turn: TurnInput, actor: str = Actor.AGENT, request_id: str = ""
+    *,
+    session_id: int,
+    turn: TurnInput,
+    actor: str = Actor.AGENT,
+    request_id: str = "",
+    scope_ids_readable: Collection[int] | None = (),
 ) -> ContextTurn:
-    """One turn; a turn the session already holds under the same runtime id is returned as is."""
-    rows = turns_record(session_id=session_id, turns=[turn], actor=actor, request_id=request_id)
+    """One turn; a turn the session (or, as in turns_record, another part of it) already holds
+    under the same runtime id is returned as is."""
+    rows = turns_record(
+        session_id=session_id,
+        turns=[turn],
+        actor=actor,
+        request_id=request_id,
+        scope_ids_readable=scope_ids_readable,
+    )
     if rows:
         return rows[0]
-    return ContextTurn.objects.get(session_id=session_id, external_id=turn.external_id)
+    held = ContextTurn.objects.filter(session_id=session_id, external_id=turn.external_id).first()
+    if held is not None:
+        return held
+    session = Session.objects.get(pk=session_id)
+    return _held_elsewhere(
+        root=_segment_root(session) or session,
+        wanted={turn.external_id},
+        scope_ids_readable=scope_ids_readable,
+    ).earliest("pk")

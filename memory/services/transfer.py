@@ -29,6 +29,7 @@ from typing import IO
 from django.apps import apps
 from django.conf import settings
 from django.core import serializers
+from django.core.exceptions import ValidationError
 from django.core.management.color import no_style
 from django.core.serializers.base import DeserializationError
 from django.core.serializers.json import DjangoJSONEncoder
@@ -36,8 +37,9 @@ from django.db import DataError, IntegrityError, connection, models, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from memory.models import Actor, AuditAction, AuditEvent, Scope
+from memory.models import Actor, AuditAction, AuditEvent, Memory, Scope
 from memory.services.audit import audit_record
+from memory.services.consolidation import dependency_memory_id
 from memory.services.embedding import turn_words_embed
 from memory.services.errors import Conflict, InvalidInput
 
@@ -423,6 +425,64 @@ def _dangling_refuse(*, path: Path, stored: dict[str, dict[int, int]]) -> None:
                     )
 
 
+def _invalid(instance: models.Model) -> str | None:
+    """Why a deserialised row holds a value its model refuses, if it does. The database stores a
+    status no lifecycle knows, a confidence of 5 or a dependency that is no list as readily as
+    good ones, and such a memory then drops out of every read or can no longer be edited."""
+    for column in instance._meta.local_concrete_fields:
+        if column.is_relation:
+            continue
+        value = getattr(instance, column.attname)
+        if column.default in (list, dict) and not (
+            isinstance(value, column.default) or (value is None and column.null)
+        ):
+            return f"{column.name} must be a JSON {'list' if column.default is list else 'object'}"
+        if value in column.empty_values:
+            continue
+        if column.choices and value not in {choice for choice, _ in column.flatchoices}:
+            return f"{column.name} {value!r} is not one of {[c for c, _ in column.flatchoices]}"
+        try:
+            column.run_validators(value)
+        except ValidationError as exc:
+            return f"{column.name} {value!r}: {' '.join(exc.messages)}"
+    if type(instance) is Memory:
+        for item in instance.depends_on:
+            if not isinstance(item, str) or not (
+                dependency_memory_id(item) is not None
+                or (
+                    item.startswith("path:")
+                    and Path(item.removeprefix("path:")).is_absolute()
+                    and "\x00" not in item
+                )
+            ):
+                return f"depends_on entry {item!r} is not 'path:/absolute/path' or 'memory:<id>'"
+    return None
+
+
+def _stable_keys_derive(*, path: Path, stored: dict[str, dict[int, int]]) -> None:
+    """Give every imported memory the key its own rows make. The key names the scope and the
+    profile by id, and a scope that lands under a new id would otherwise keep its old one:
+    another fact of the same key would then be current beside it. A row is saved raw, so
+    Memory.save never derives it; the parent row is stored keyless and keyed here, once its
+    kind's row is in, refused on its line when its key already has a current row."""
+    lines = stored.get("memory.memory", {})
+    for label in MEMORY_CHILDREN:
+        ids = set(stored.get(label, ())) | set(lines)
+        for chunk in _chunks(sorted(ids)):
+            for memory in _model(label)._base_manager.filter(pk__in=chunk):
+                key = memory.compose_stable_key()
+                if key == memory.stable_key:
+                    continue
+                try:
+                    Memory._base_manager.filter(pk=memory.pk).update(stable_key=key)
+                except IntegrityError as exc:
+                    line = lines.get(memory.pk) or stored[label][memory.pk]
+                    raise InvalidInput(
+                        f"{path}:{line} cannot be stored here: its key {key!r} has a current"
+                        " memory in this store"
+                    ) from exc
+
+
 def store_import(*, path: Path, actor: str = Actor.OWNER) -> TransferReport:
     """Load an export into this database in one transaction (see the module docstring for what
     is refused). Sequences are moved past the imported ids; one audit row records the import."""
@@ -454,6 +514,11 @@ def store_import(*, path: Path, actor: str = Actor.OWNER) -> TransferReport:
                 ) from exc
             instance = row.object
             label = instance._meta.label_lower
+            invalid = _invalid(instance)
+            if invalid:
+                raise InvalidInput(f"{path}:{number} is not a valid {label} row: {invalid}")
+            if label == "memory.memory":
+                instance.stable_key = None
             if label == "memory.scope":
                 old = instance.pk
                 if old in mapping:
@@ -479,6 +544,7 @@ def store_import(*, path: Path, actor: str = Actor.OWNER) -> TransferReport:
             counts[label] = counts.get(label, 0) + 1
             stored.setdefault(label, {})[instance.pk] = number
         _dangling_refuse(path=path, stored=stored)
+        _stable_keys_derive(path=path, stored=stored)
         statements = connection.ops.sequence_reset_sql(
             no_style(), [_model(label) for label in EXPORTED_MODELS]
         )

@@ -1033,3 +1033,33 @@ def test_it_answers_a_route_it_does_not_serve_with_json(api, method, path, statu
 
     assert response.status_code == status
     assert response.json()["detail"]
+
+
+def test_it_skips_turns_resent_after_the_session_moved_into_another_project(
+    project, other_project, project_dir, other_dir
+):
+    """Before, a runtime re-sending its history after a cwd move recorded every turn again in
+    the new project's segment, and the inbox made the old project's words the new one's memories."""
+    _, key = apikey_create(name="both projects", scope_ids=[project.pk, other_project.pk])
+    _, other_key = apikey_create(name="other project only", scope_ids=[other_project.pk])
+    both, other_only = (Client(HTTP_AUTHORIZATION=f"Bearer {raw}") for raw in (key, other_key))
+    turns = [
+        {"role": "user", "content": "We chose PostgreSQL for the billing ledger", "turn_id": "t1"},
+        {"role": "assistant", "content": "Noted: PostgreSQL for the ledger", "turn_id": "t2"},
+    ]
+
+    first = _post(
+        both, "/api/v1/turns", {"session_id": "s1", "cwd": str(project_dir), "turns": turns}
+    )
+    moved = _post(
+        both, "/api/v1/turns", {"session_id": "s1", "cwd": str(other_dir), "turns": turns}
+    )
+    # A key that cannot read the first project learns nothing from it: its turns are its own.
+    unseen = _post(
+        other_only, "/api/v1/turns", {"session_id": "s1", "cwd": str(other_dir), "turns": turns}
+    )
+
+    assert (first.json()["recorded"], first.json()["skipped"]) == (2, 0)
+    assert (moved.json()["recorded"], moved.json()["skipped"]) == (0, 2)
+    assert (unseen.json()["recorded"], unseen.json()["skipped"]) == (2, 0)
+    assert ContextTurn.objects.filter(scope=project).count() == 2

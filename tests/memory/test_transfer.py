@@ -218,12 +218,17 @@ def _comparable(lines: list[str], scope_ids: dict[int, int] | None = None) -> li
     """Rows as exported, less the import's own audit row, and less the creation time of scopes:
     the global scope every migrated database starts with is reused, not replaced. So the source's
     global scope may land under another id (a flush in an earlier test renumbers it here), and
-    `scope_ids` (source id → target id) renames every scope reference to compare like with like."""
+    `scope_ids` (source id → target id) renames every scope reference, a fact's key included, to
+    compare like with like."""
     scope_ids = scope_ids or {}
     rows = []
     for row in _rows(lines):
         if row["model"] == "memory.auditevent" and row["fields"]["target_type"] == "store":
             continue
+        key = row["fields"].get("stable_key") or ""
+        if row["model"] == "memory.memory" and key.startswith("fact:"):
+            _, scope, rest = key.split(":", 2)
+            row["fields"]["stable_key"] = f"fact:{scope_ids.get(int(scope), int(scope))}:{rest}"
         if row["model"] == "memory.scope":
             row["fields"].pop("created_at")
             row["pk"] = scope_ids.get(row["pk"], row["pk"])
@@ -674,3 +679,132 @@ def test_it_exports_the_global_scope_by_its_id_and_its_label(db, global_scope, t
         assert header["scope"]["kind"] == ScopeKind.GLOBAL
     with pytest.raises(CommandError, match="names no scope"):
         call_command("export", str(tmp_path / "bogus.jsonl"), "--scope", "bogus")
+
+
+MOVED_KEY_SCRIPT = """
+import json
+from memory.models import Fact, MemoryStatus, Scope
+from memory.models.memories import fact_stable_key
+from memory.services.errors import Conflict
+from memory.services.facts import FactInput, fact_write
+from memory.services.lifecycle import memory_restore
+moved = Scope.objects.get(key=PROJECT_KEY)
+imported = Fact.objects.get(pk=IMPORTED_ID)
+written = fact_write(data=FactInput(
+    scope_id=moved.pk, profile_name="user", kind="fact", predicate="db_engine", value="MySQL 8",
+))
+try:
+    memory_restore(memory_id=IMPORTED_ID)
+    restore = "restored"
+except Conflict:
+    restore = "refused"
+print(json.dumps({
+    "scope": moved.pk,
+    "key": imported.stable_key,
+    "expected": fact_stable_key(
+        scope_id=moved.pk, profile_id=imported.profile_id, predicate="db_engine"
+    ),
+    "restore": restore,
+    "active": list(Fact.objects.filter(
+        scope=moved, predicate="db_engine", status=MemoryStatus.ACTIVE
+    ).values_list("pk", flat=True)),
+    "written": written.pk,
+}))
+"""
+
+
+@pytest.mark.slow
+def test_it_keys_an_imported_fact_by_the_scope_id_it_lands_under(project_scope, tmp_path):
+    old = fact_write(
+        data=FactInput(
+            scope_id=project_scope.pk,
+            profile_name="user",
+            kind="fact",
+            predicate="db_engine",
+            value="PostgreSQL 16",
+        )
+    )
+    memory_expire(memory_id=old.pk, reason="the billing service moved off it")
+    export = tmp_path / "project.jsonl"
+    call_command("export", str(export), "--scope", str(project_scope.pk), stderr=io.StringIO())
+    url = f"sqlite:///{tmp_path / 'fresh.sqlite3'}"
+    _manage(url, "migrate", "--noinput", "-v0")
+    _manage(
+        url, "shell", "--no-imports", "-c",
+        "from memory.models import Scope, ScopeKind\n"
+        "from memory.services.scopes import scope_ensure\n"
+        "first = scope_ensure(kind=ScopeKind.PROJECT, key='/first/here')\n"
+        f"Scope.objects.filter(pk=first.pk).update(id={project_scope.pk})\n",
+    )  # fmt: skip
+    _manage(url, "import_store", str(export))
+
+    found = json.loads(
+        _manage(
+            url, "shell", "--no-imports", "-c",
+            f"PROJECT_KEY = {project_scope.key!r}\nIMPORTED_ID = {old.pk}\n{MOVED_KEY_SCRIPT}",
+        )
+    )  # fmt: skip
+
+    assert found["scope"] != project_scope.pk
+    assert found["key"] == found["expected"]
+    assert found["restore"] == "refused" and found["active"] == [found["written"]]
+
+
+def _memory_export() -> list[str]:
+    """A scope and a narrative in it no store here holds: an export this store can take."""
+    scope = scope_ensure(kind=ScopeKind.PROJECT, key="/moving/memory")
+    narrative_write(data=NarrativeInput(scope_id=scope.pk, gesture="the archive moved"))
+    rows = [
+        r
+        for r in _rows(_export(scope=scope))
+        if r["model"] in ("memory.scope", "memory.memory", "memory.narrative")
+    ]
+    for row in rows:
+        row["pk"] = 900002
+    rows[0]["fields"]["key"] = "/moved/memory"
+    rows[1]["fields"]["scope"] = 900002
+    header = {
+        "format": "tideline-export",
+        "version": 1,
+        "scope": None,
+        "embeddings": False,
+        "counts": {"memory.scope": 1, "memory.memory": 1, "memory.narrative": 1},
+    }
+    return [json.dumps(line) for line in (header, *rows)]
+
+
+def test_it_imports_the_memory_export_it_damages_below(db, tmp_path):
+    export = tmp_path / "memory.jsonl"
+    export.write_text("\n".join(_memory_export()) + "\n", encoding="utf-8")
+    call_command("import_store", str(export), stdout=io.StringIO())
+    assert Narrative.objects.get(pk=900002).scope.key == "/moved/memory"
+
+
+@pytest.mark.parametrize(
+    ("line", "field", "value"),
+    [
+        (2, "kind", "bogus"),
+        (3, "status", "bogus"),
+        (3, "confidence", 5.0),
+        (3, "importance", 99),
+        (3, "depends_on", "path:/work"),
+        (3, "depends_on", [1, {"path": "/work"}]),
+        (3, "depends_on", ["somewhere"]),
+        (4, "layer", "bogus"),
+        (4, "weight", 2.0),
+        (4, "tags", "archive"),
+    ],
+)
+def test_it_refuses_a_value_its_model_refuses_naming_its_line_and_changes_nothing(
+    db, tmp_path, line, field, value
+):
+    rows = [json.loads(text) for text in _memory_export()]
+    rows[line - 1]["fields"][field] = value
+    export = tmp_path / "invalid.jsonl"
+    export.write_text("\n".join(json.dumps(row) for row in rows) + "\n", encoding="utf-8")
+    before = (Scope.objects.count(), Memory.objects.count(), AuditEvent.objects.count())
+
+    with pytest.raises(CommandError, match=rf"invalid\.jsonl:{line} .*{field}"):
+        call_command("import_store", str(export), stdout=io.StringIO())
+
+    assert (Scope.objects.count(), Memory.objects.count(), AuditEvent.objects.count()) == before

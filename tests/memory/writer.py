@@ -54,6 +54,7 @@ def _turns_sync(*, scope_id: int, session: str, turns: list[list[str]]) -> int:
             for turn_id, content in turns
         ],
         actor="agent",
+        scope_ids_readable=None,
     )
     return len(result.recorded)
 
@@ -67,7 +68,10 @@ def _turns_one_by_one(*, scope_id: int, session: str, contents: list[str]) -> in
     for content in contents:
         opened = session_open(ref=_session_ref(scope_id=scope_id, session=session), actor="agent")
         result = turns_sync(
-            session=opened, turns=[TurnInput(role="user", content=content)], actor="agent"
+            session=opened,
+            turns=[TurnInput(role="user", content=content)],
+            actor="agent",
+            scope_ids_readable=None,
         )
         recorded += len(result.recorded)
     return recorded
