@@ -14,7 +14,7 @@ plus what it lacks where it faces a network.
   incomplete; one past that gets 431, a malformed one 400, both JSON like every other refusal
   (uvicorn answers plain text). A complete head too large is the edge's 431 (tideline_site/edge.py).
 
-Selected by its import path: `--http tideline_site.http_protocol:HeadTimedH11Protocol`. uvicorn
+Selected by its import path: `--http tideline_site.http_protocol:EdgeH11Protocol`. uvicorn
 imports it before the app, so Django's settings are read per connection, never at import.
 """
 
@@ -54,7 +54,7 @@ async def _busy(scope, receive, send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-class HeadTimedH11Protocol(H11Protocol):
+class EdgeH11Protocol(H11Protocol):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         # The head bound is ours, not a command-line flag each launcher must remember.

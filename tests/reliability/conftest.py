@@ -29,7 +29,7 @@ UVICORN_FLAGS = [
     "--lifespan",
     "off",
     "--http",
-    "tideline_site.http_protocol:HeadTimedH11Protocol",
+    "tideline_site.http_protocol:EdgeH11Protocol",
     "--no-proxy-headers",
     "--timeout-keep-alive",
     "5",

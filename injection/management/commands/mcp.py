@@ -48,7 +48,7 @@ class Command(BaseCommand):
 
         from injection.services.warmup import server_warm, server_warm_in_background
         from tideline_site.edge import edge_wrap
-        from tideline_site.http_protocol import HeadTimedH11Protocol
+        from tideline_site.http_protocol import EdgeH11Protocol
 
         # The edge throttles keys and addresses and bounds bodies before MCP reads them.
         app = edge_wrap(
@@ -75,6 +75,6 @@ class Command(BaseCommand):
             # Forwarded headers are the edge's business (TIDELINE_TRUSTED_PROXIES), not uvicorn's.
             proxy_headers=False,
             # uvicorn's h11 with a deadline and a bound for request heads, as `./tideline up`.
-            http=HeadTimedH11Protocol,
+            http=EdgeH11Protocol,
             timeout_keep_alive=5,
         )
