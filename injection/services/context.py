@@ -40,6 +40,7 @@ from memory.search import memory_search
 from memory.selectors.visibility import LOCAL_AGENT, profiles_visible
 from memory.services.attention import memories_activate
 from memory.services.bounds import text_bounded
+from memory.services.maintenance import dependencies_check
 from memory.services.weights import salience_sql
 
 ENVELOPE_TAG = "tideline-memory"
@@ -596,6 +597,9 @@ def context_session_start(
     skipped = _skip_reason(session)
     if skipped:
         return Block(kind="session-start", budget=budget, skipped=skipped)
+    # A memory about a directory that is gone must not be injected, and without a worker's beat
+    # nothing else notices: one stat per distinct path, for the scopes about to be read.
+    dependencies_check(scope_ids=scope_ids)
     now = timezone.now()
     labels = _labels(scope_ids)
     sections = [

@@ -430,6 +430,24 @@ def test_it_injects_nothing_into_a_subagent_session(project):
     assert not AttentionEvent.objects.filter(session=session).exists()
 
 
+def test_it_expires_a_memory_whose_directory_is_gone_before_injecting(project, tmp_path):
+    """Before, only `maintain` (the worker's beat) or `manage.py context` ran the dependency
+    check, so on the embedded setup such a memory was injected for ever."""
+    build = tmp_path / "build-cache"
+    build.mkdir()
+    stale = narrative_seed(
+        project, "the build cache lives in build-cache", depends_on=[f"path:{build}"]
+    )
+    weights_set({stale: 0.95})
+    assert "build-cache" in context_session_start(scope_ids=_ids(project)).text
+
+    build.rmdir()
+    block = context_session_start(scope_ids=_ids(project))
+
+    assert "build-cache" not in block.text
+    assert Memory.objects.get(pk=stale.pk).status == "expired"
+
+
 def test_it_never_injects_another_projects_memories(project, other_project):
     weights_set({narrative_seed(other_project, "billing secret plan"): 0.95})
 
