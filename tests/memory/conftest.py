@@ -4,8 +4,28 @@ import pytest
 
 from memory.models import FactKind
 from memory.services.facts import FactInput, fact_write
+from memory.services.narratives import NarrativeInput, narrative_write
 
 PREFERENCE_SUMMARY = "[偏好] 用户希望回复用简体中文"
+
+
+def archive_fact(scope, predicate, value, **extra):
+    """A fact about the archive-manager project, written as an agent writes one."""
+    return fact_write(
+        data=FactInput(
+            scope_id=scope.pk,
+            profile_name="archive-manager",
+            profile_kind="project",
+            kind=FactKind.FACT,
+            predicate=predicate,
+            value=value,
+            **extra,
+        )
+    )
+
+
+def narrate(scope, gesture, **extra):
+    return narrative_write(data=NarrativeInput(scope_id=scope.pk, gesture=gesture, **extra))
 
 
 @pytest.fixture

@@ -4,14 +4,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory.models import Actor, AuditEvent, Fact, FactKind, MemoryStatus, Narrative
+from memory.models import Actor, AuditEvent, Fact, MemoryStatus, Narrative
 from memory.selectors.reads import self_concept_current
 from memory.selectors.visibility import LOCAL_AGENT
 from memory.services.consolidation import memories_as_of
 from memory.services.edits import memory_update
-from memory.services.facts import FactInput, fact_write
 from memory.services.narratives import NarrativeInput, narrative_write
 from memory.services.self_concept import self_concept_write
+from tests.memory.conftest import archive_fact
 
 
 def test_it_keeps_a_self_concept_pinned_and_secret_when_its_content_is_edited(global_scope):
@@ -31,18 +31,7 @@ def test_it_keeps_a_self_concept_pinned_and_secret_when_its_content_is_edited(gl
 
 
 def _fact(scope, **fields) -> Fact:
-    return fact_write(
-        data=FactInput(
-            scope_id=scope.pk,
-            profile_name="archive-manager",
-            profile_kind="project",
-            kind=FactKind.FACT,
-            predicate="test_runner",
-            value="pytest",
-            confidence=0.9,
-            **fields,
-        )
-    )
+    return archive_fact(scope, "test_runner", "pytest", confidence=0.9, **fields)
 
 
 @pytest.mark.parametrize(

@@ -4,25 +4,12 @@ from memory.models import AuditEvent, Fact, FactKind, MemoryStatus
 from memory.services.errors import InvalidInput
 from memory.services.facts import FactInput, fact_write
 from memory.services.lifecycle import memory_set_pinned
-
-
-def write(scope, predicate, value, **extra):
-    return fact_write(
-        data=FactInput(
-            scope_id=scope.pk,
-            profile_name="archive-manager",
-            profile_kind="project",
-            kind=FactKind.FACT,
-            predicate=predicate,
-            value=value,
-            **extra,
-        )
-    )
+from tests.memory.conftest import archive_fact
 
 
 def test_it_supersedes_a_status_fact_by_its_stable_key(project_scope):
-    old = write(project_scope, "security_status", "has_vulnerabilities")
-    new = write(project_scope, "security_status", "fixed")
+    old = archive_fact(project_scope, "security_status", "has_vulnerabilities")
+    new = archive_fact(project_scope, "security_status", "fixed")
     old.refresh_from_db()
     assert old.status == MemoryStatus.SUPERSEDED
     assert old.expired_by == "superseded"
@@ -34,22 +21,22 @@ def test_it_supersedes_a_status_fact_by_its_stable_key(project_scope):
 
 
 def test_it_leaves_a_fact_alone_when_the_key_differs(project_scope):
-    old = write(project_scope, "security_status", "has_vulnerabilities")
-    write(project_scope, "security_review_findings", "two issues found")
+    old = archive_fact(project_scope, "security_status", "has_vulnerabilities")
+    archive_fact(project_scope, "security_review_findings", "two issues found")
     old.refresh_from_db()
     assert old.status == MemoryStatus.ACTIVE
 
 
 def test_it_skips_a_repeated_value_without_a_second_row(project_scope):
-    first = write(project_scope, "language", "python")
-    again = write(project_scope, "language", "python")
+    first = archive_fact(project_scope, "language", "python")
+    again = archive_fact(project_scope, "language", "python")
     assert again.pk == first.pk
     assert Fact.objects.count() == 1
     assert AuditEvent.objects.filter(action="skip").count() == 1
 
 
 def test_it_writes_a_readable_summary_with_the_project_label(project_scope, global_scope):
-    project_fact = write(project_scope, "security_status", "fixed")
+    project_fact = archive_fact(project_scope, "security_status", "fixed")
     assert project_fact.summary.startswith("[项目·archive-manager] [事实]")
     preference = fact_write(
         data=FactInput(
@@ -76,14 +63,14 @@ def test_it_writes_a_readable_summary_with_the_project_label(project_scope, glob
 )
 def test_it_rejects_bad_facts_and_writes_nothing(project_scope, predicate, value, field):
     with pytest.raises(InvalidInput) as error:
-        write(project_scope, predicate, value)
+        archive_fact(project_scope, predicate, value)
     assert error.value.field == field
     assert Fact.objects.count() == 0
     assert AuditEvent.objects.count() == 0
 
 
 def test_it_accepts_a_sixty_character_value(project_scope):
-    assert write(project_scope, "long_value", "v" * 60).value == "v" * 60
+    assert archive_fact(project_scope, "long_value", "v" * 60).value == "v" * 60
 
 
 def test_it_rejects_an_unknown_scope(db):
@@ -116,10 +103,10 @@ def test_it_holds_back_a_fact_whose_summary_would_act_on_the_agent(project_scope
 
 def test_it_makes_a_pinned_fact_secret_when_a_restatement_asks_for_it(project_scope):
     """Before, a pinned row ignored the restatement entirely, so the token stayed in plain view."""
-    token = write(project_scope, "api_token", "tok-abc-123")
+    token = archive_fact(project_scope, "api_token", "tok-abc-123")
     memory_set_pinned(memory_id=token.pk, pinned=True)
 
-    again = write(project_scope, "api_token", "tok-abc-123", secret=True, confidence=0.6)
+    again = archive_fact(project_scope, "api_token", "tok-abc-123", secret=True, confidence=0.6)
 
     token.refresh_from_db()
     assert again.pk == token.pk

@@ -3,30 +3,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from memory.models import AuditEvent, FactKind, Memory, MemoryStatus
+from memory.models import AuditEvent, Memory, MemoryStatus
 from memory.services.errors import Conflict
-from memory.services.facts import FactInput, fact_write
 from memory.services.lifecycle import memory_expire, memory_restore
 from memory.services.maintenance import lifecycle_maintain
-from memory.services.narratives import NarrativeInput, narrative_write
-
-
-def narrate(scope, gesture, **extra):
-    return narrative_write(data=NarrativeInput(scope_id=scope.pk, gesture=gesture, **extra))
-
-
-def write(scope, predicate, value, **extra):
-    return fact_write(
-        data=FactInput(
-            scope_id=scope.pk,
-            profile_name="archive-manager",
-            profile_kind="project",
-            kind=FactKind.FACT,
-            predicate=predicate,
-            value=value,
-            **extra,
-        )
-    )
+from tests.memory.conftest import archive_fact, narrate
 
 
 def planned_ids(**extra) -> list[int]:
@@ -38,7 +19,7 @@ def restore_audit(memory) -> AuditEvent:
 
 
 def test_it_keeps_a_memory_restored_after_its_ttl_ended_through_the_next_maintain(project_scope):
-    storage = write(project_scope, "storage", "SQLite")
+    storage = archive_fact(project_scope, "storage", "SQLite")
     ended = timezone.now() - timedelta(hours=1)
     Memory.objects.filter(pk=storage.pk).update(expires_at=ended)
     lifecycle_maintain()
@@ -106,8 +87,8 @@ def test_it_restarts_the_decay_clock_of_a_restored_memory(global_scope):
 
 
 def test_it_refuses_to_expire_a_memory_superseded_by_a_secret_without_naming_it(project_scope):
-    plain = write(project_scope, "door_code", "1234")
-    secret = write(project_scope, "door_code", "4821", secret=True)
+    plain = archive_fact(project_scope, "door_code", "1234")
+    secret = archive_fact(project_scope, "door_code", "4821", secret=True)
 
     with pytest.raises(Conflict) as refused:
         memory_expire(memory_id=plain.pk, actor="agent")

@@ -9,11 +9,7 @@ from memory.services.errors import InvalidInput
 from memory.services.facts import FactInput, fact_write
 from memory.services.lifecycle import memory_expire
 from memory.services.maintenance import lifecycle_maintain
-from memory.services.narratives import NarrativeInput, narrative_write
-
-
-def narrate(scope, gesture, **extra):
-    return narrative_write(data=NarrativeInput(scope_id=scope.pk, gesture=gesture, **extra))
+from tests.memory.conftest import narrate
 
 
 def write(scope, predicate, value):
