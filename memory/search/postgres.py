@@ -57,7 +57,6 @@ grows with the store in that mode, by dim × 4 bytes per row; lexical search sta
 import json
 import logging
 import threading
-import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -89,7 +88,7 @@ from memory.search.intent import (
     asks_for_place,
     asks_when,
 )
-from memory.search.text import query_literals, text_terms
+from memory.search.text import query_literals, text_compared, text_terms
 from memory.search.timing import time_terms
 
 logger = logging.getLogger("tideline.search")
@@ -1446,11 +1445,7 @@ class _View:
             literal: {row[0] for row in rows if row[6][position]}
             for position, literal in enumerate(bare_literals)
         }
-        self.held_texts = {
-            row[0]: unicodedata.normalize("NFKC", row[7]).casefold()
-            for row in rows
-            if row[7] is not None
-        }
+        self.held_texts = {row[0]: text_compared(row[7]) for row in rows if row[7] is not None}
         self._fill(rows, lookup, literal_terms, cosines)
 
     def _reset(self) -> None:

@@ -26,7 +26,6 @@ dozens and must not outweigh the whole rest of the match.
 import logging
 import threading
 import time
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -61,7 +60,7 @@ from memory.search.index import (
     TurnIndex,
 )
 from memory.search.intent import answer_priors, asks_about_choice
-from memory.search.text import query_literals, text_terms
+from memory.search.text import query_literals, text_compared, text_terms
 from memory.search.timing import time_priors
 from memory.search.turn_priors import turn_priors
 from memory.services.errors import InvalidInput
@@ -222,7 +221,7 @@ def _raw_texts(index: SearchIndex, ids: list[int]) -> dict[int, str]:
             marks = ", ".join(["%s"] * len(chunk))
             cursor.execute(f"SELECT {key}, {column} FROM {table} WHERE {key} IN ({marks})", chunk)
             pairs += cursor.fetchall()
-    return texts | {pk: unicodedata.normalize("NFKC", text or "").casefold() for pk, text in pairs}
+    return texts | {pk: text_compared(text or "") for pk, text in pairs}
 
 
 class _Literals:
@@ -240,7 +239,7 @@ class _Literals:
     def __init__(self, index: SearchIndex, query: str, eligible: np.ndarray, scope_ids) -> None:
         self.index = index
         self.literals: list[str] = []
-        # As the raw texts are compared: NFKC-normalised and casefolded.
+        # As the raw texts are compared (text_compared).
         self.folded: list[str] = []
         self.masks: list[np.ndarray] = []
         self.checked = np.zeros(index.table.size, dtype=bool)
@@ -265,7 +264,7 @@ class _Literals:
             if mask.sum() > common:
                 continue
             self.literals.append(literal)
-            self.folded.append(unicodedata.normalize("NFKC", literal).casefold())
+            self.folded.append(text_compared(literal))
             self.masks.append(mask)
 
     def share(self) -> np.ndarray:

@@ -8,7 +8,15 @@
 - Chinese: jieba in search mode, which emits the sub-words of long words too, so a 2-character query
   such as 边界 matches a document jieba segmented as 边界条件 (FTS5 trigram cannot match 2 characters).
 - Japanese and Korean (and any CJK run in a text that contains kana): overlapping character bigrams,
-  which need no dictionary and match any word of two or more characters.
+  which need no dictionary and match any word of two or more characters. In Japanese, each run of
+  kanji is also read as Chinese is (its words of one or three and more characters; the two-character
+  ones are bigrams already), so a query typed in kanji alone ("新幹線", "誕生日"), which has no kana
+  and is read as Chinese, meets the text that wrote it among kana.
+- Chinese characters used only in traditional writing are read as their simplified form (會議 as
+  会议, 臺灣 as 台湾, OpenCC's character table), so a text and a query written in the two scripts
+  meet, and jieba, whose dictionary is simplified, segments traditional text into words. A character
+  that simplified writing also uses (著, 乾, 麽) is left as it is, so simplified text reads exactly as
+  before.
 - Dates, in any of these: explicit dates ("10.01.2024", "2024/01/10"), month abbreviations, Chinese
   and Japanese months ("2024年1月") and Spanish ones ("7 de enero") also read as the English month
   words a turn's date terms are written in.
@@ -19,6 +27,7 @@ import threading
 import unicodedata
 from datetime import datetime
 from functools import cache
+from importlib import resources
 
 from django.conf import settings
 
@@ -726,9 +735,11 @@ ENGLISH_IRREGULAR_FORMS = {
 }
 
 _CJK_RUN = re.compile(
-    r"[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f]+"
+    r"[\u3005\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\uff66-\uff9f]+"
 )
 _KANA = re.compile(r"[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
+# Kanji (with 々, the mark that repeats one: 人々, 時々) inside a Japanese run.
+_KANJI_RUN = re.compile(r"[\u3005\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _HANGUL = re.compile(r"[\uac00-\ud7af]")
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
 # Unicode's format characters (category Cf: zero-width spaces and joiners, soft hyphen, bidi marks,
@@ -851,16 +862,55 @@ def _bigrams(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
+@cache
+def _han_folding() -> dict[int, str]:
+    """Each character only traditional writing uses → its simplified form (OpenCC's character
+    tables: TSCharacters, minus what STCharacters shows simplified writing uses as well, and minus
+    a character that may stay itself, like 乾 in 乾隆)."""
+    dictionary = resources.files("opencc") / "dictionary"
+
+    def table(name: str) -> dict[str, list[str]]:
+        lines = (dictionary / name).read_text(encoding="utf-8").splitlines()
+        return {key: forms.split(" ") for key, forms in (line.split("\t") for line in lines)}
+
+    simplified_uses = table("STCharacters.txt")
+    return {
+        ord(traditional): forms[0]
+        for traditional, forms in table("TSCharacters.txt").items()
+        if len(traditional) == 1 and traditional not in simplified_uses and traditional not in forms
+    }
+
+
+def han_folded(text: str) -> str:
+    """`text` with its traditional-only Chinese characters in their simplified form."""
+    return text if text.isascii() else text.translate(_han_folding())
+
+
+def text_compared(text: str) -> str:
+    """`text` as a literal is compared with a row's raw text: NFKC, casefolded, Han-folded."""
+    return han_folded(unicodedata.normalize("NFKC", text).casefold())
+
+
+def _chinese_words(run: str) -> list[str]:
+    # jieba does not know 々 and cuts it off as a word of its own, which says nothing.
+    return [
+        word
+        for word in _jieba().cut_for_search(run)
+        if word.strip("々 ") and word not in CHINESE_STOPWORDS
+    ]
+
+
 def _cjk(run: str, japanese: bool) -> list[str]:
     if _HANGUL.search(run):
         return _bigrams(run)
     if japanese:
-        return [pair for pair in _bigrams(run) if pair not in JAPANESE_STOP_BIGRAMS]
-    return [
-        word
-        for word in _jieba().cut_for_search(run)
-        if word.strip() and word not in CHINESE_STOPWORDS
-    ]
+        return [pair for pair in _bigrams(run) if pair not in JAPANESE_STOP_BIGRAMS] + [
+            word
+            for kanji in _KANJI_RUN.findall(run)
+            for word in _chinese_words(kanji)
+            if len(word) != 2
+        ]
+    return _chinese_words(run)
 
 
 @cache
@@ -946,7 +996,7 @@ def text_terms(text: str) -> list[str]:
     position = 0
     for match in _CJK_RUN.finditer(text):
         _latin(text[position : match.start()], out)
-        out.extend(_cjk(match.group(), japanese))
+        out.extend(_cjk(han_folded(match.group()), japanese))
         position = match.end()
     _latin(text[position:], out)
     return out

@@ -31,13 +31,14 @@ from memory.search.text import (
     NUMERIC_DATE,
     SPANISH_MONTHS,
     cjk_number,
+    han_folded,
     text_terms,
 )
 
 # Words that place what a turn says in time. Latin words are read as text_terms makes them
 # (stemmed), so the in-process index and PostgreSQL's stored `own` terms read the same set; CJK
-# words are terms as written (jieba keeps each of these whole, and a two-character word is its own
-# Japanese bigram). Plain "day" and "time" are left out ("have a nice day", "a great time"); "may"
+# words are terms as written, Han-folded as text_terms folds them (先週 is 先周; jieba keeps each
+# of these whole, and a two-character word is its own Japanese bigram). Plain "day" and "time" are left out ("have a nice day", "a great time"); "may"
 # too (the verb).
 LATIN_TIME_WORDS = (
     "yesterday today tonight tomorrow ago recently lately weekend week month year "
@@ -113,7 +114,8 @@ _CJK_MONTH_ALONE = re.compile(
 def time_terms() -> frozenset[str]:
     """The terms that mark a turn as placing itself in time."""
     terms = {term for word in LATIN_TIME_WORDS.split() for term in text_terms(word)}
-    return frozenset(terms | set(CJK_TIME_WORDS.split()) | {str(year) for year in YEARS})
+    cjk = {han_folded(word) for word in CJK_TIME_WORDS.split()}
+    return frozenset(terms | cjk | {str(year) for year in YEARS})
 
 
 def mentions_time(own_terms: Iterable[str]) -> bool:

@@ -104,6 +104,41 @@ def test_it_matches_spanish_typed_without_its_accents_and_the_reverse(
     assert "begona" in with_accents[0].why["matched_terms"]
 
 
+def test_it_matches_traditional_and_simplified_chinese_both_ways(project_scope, write_narrative):
+    """Before, "台湾的会议资料" shared no term with "臺灣的會議資料" (jieba kept the traditional
+    words whole or cut them into characters) and its literal was never found verbatim."""
+    traditional = write_narrative(project_scope, "下週在臺灣開會，會議資料放在共享盤")
+    simplified = write_narrative(project_scope, "新电脑的键盘坏了，周五送修")
+    write_narrative(project_scope, "周末去上海看展览，顺便买了一本书")
+
+    hits = memory_search(query="台湾开会的会议资料", scope_ids=[project_scope.pk], semantic=False)
+    assert hits[0].memory.pk == traditional.pk
+    assert {"台湾", "开会", "会议", "资料"} <= set(hits[0].why["matched_terms"])
+    hits = memory_search(query="新電腦的鍵盤", scope_ids=[project_scope.pk], semantic=False)
+    assert hits[0].memory.pk == simplified.pk
+    assert hits[0].why["literal_matches"] == ["新電腦的鍵盤"]
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [("新幹線", {"新干线"}), ("誕生日", {"诞生", "日"}), ("来週月曜日", {"来周", "月曜日"})],
+)
+def test_it_finds_japanese_written_with_kana_by_a_query_in_kanji_alone(
+    project_scope, write_narrative, query, words
+):
+    """A query with no kana is read as Chinese (jieba's words) and the text around kana as bigrams:
+    before, "新幹線" was one term that "新幹線で" (新幹, 幹線, 線で) never held, and 誕生日 was 誕 +
+    生日, of which the text held only 生日."""
+    text = "来週の月曜日に新幹線で大阪へ行き、誕生日のケーキを買う"
+    target = write_narrative(project_scope, text)
+    write_narrative(project_scope, "金曜日の会議で新しい予算の資料を配った")
+
+    hits = memory_search(query=query, scope_ids=[project_scope.pk], semantic=False)
+    assert hits[0].memory.pk == target.pk
+    assert words <= set(hits[0].why["matched_terms"])
+    assert hits[0].why["literal_matches"] == ([query] if query in text else [])
+
+
 @pytest.mark.parametrize("hidden", ["\u200b", "\u00ad", "\u2060", "\ufeff"])
 def test_it_reads_a_word_split_by_an_invisible_character_as_the_word(
     project_scope, write_narrative, hidden

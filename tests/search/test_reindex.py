@@ -69,6 +69,22 @@ RETOKENISING_MIGRATIONS = [
         "reunion",
         id="accents",
     ),
+    pytest.param(
+        "0021_search_terms_han_folding_and_kanji_words",
+        "我們下個月在臺灣開會",
+        "台湾",
+        "臺灣",
+        "台湾",
+        id="han-folding",
+    ),
+    pytest.param(
+        "0021_search_terms_han_folding_and_kanji_words",
+        "来週の月曜日に新幹線で大阪へ行きます",
+        "新干线",
+        None,
+        "新幹線",
+        id="kanji-words",
+    ),
 ]
 
 
