@@ -61,6 +61,10 @@ class FactInput:
     supersedes_id: int | None = None
 
 
+# How far ahead of this server's clock a writer's "now" may run (clocks of agents' machines drift).
+CLOCK_SKEW = timedelta(minutes=5)
+
+
 def fact_validate(data: FactInput) -> None:
     if data.kind not in FactKind.values:
         raise InvalidInput(f"kind must be one of {FactKind.values}", field="kind")
@@ -88,6 +92,18 @@ def fact_validate(data: FactInput) -> None:
         raise InvalidInput("importance must be an integer from 1 to 5", field="importance")
     if len(data.summary) > 500:
         raise InvalidInput("summary is longer than 500 characters", field="summary")
+    # A fact is what is or was true. One dated ahead would replace the current value today while
+    # not yet being true itself (T3 said the new on-call engineer had started); a plan is a
+    # narrative.
+    if data.valid_from is not None and data.valid_from > timezone.now() + CLOCK_SKEW:
+        raise InvalidInput(
+            "valid_from is in the future: a fact records what is or was true (write a plan as a "
+            "narrative)",
+            field="valid_from",
+        )
+    starts = data.valid_from or timezone.now()
+    if data.expires_at is not None and data.expires_at <= starts:
+        raise InvalidInput("expires_at must be after valid_from (or now)", field="expires_at")
 
 
 def fact_summary(
@@ -195,16 +211,52 @@ def fact_prepare(
 
 def _retire(old: Fact, *, at: datetime) -> None:
     """The old row stops being current before its successor becomes current, so the key never
-    has two active rows, not even inside the transaction."""
+    has two active rows, not even inside the transaction. A row that begins after `at` (dated
+    ahead, or replaced by a successor dated before it) ends where it began: valid for no time,
+    never for a negative one."""
     old.status = MemoryStatus.SUPERSEDED
     old.expired_by = ExpiredBy.SUPERSEDED
-    old.valid_to = at
+    old.valid_to = max(at, old.valid_from)
     old.save(update_fields=["status", "expired_by", "valid_to", "updated_at"])
 
 
 def _link(old: Fact, new: Fact) -> None:
     old.superseded_by = new
     old.save(update_fields=["superseded_by", "updated_at"])
+
+
+def _history_record(
+    *, fact: Fact, current: Fact, turn_ids: list[int], actor: str, reason: str, request_id: str
+) -> Fact:
+    """Store an observation older than the key's current row as the history that row ended:
+    true from its own valid_from until the current row began, and never current."""
+    fact.status = MemoryStatus.SUPERSEDED
+    fact.expired_by = ExpiredBy.SUPERSEDED
+    fact.valid_to = current.valid_from
+    fact.superseded_by = current
+    fact.save()
+    evidence_link(memory=fact, turn_ids=turn_ids)
+    audit_record(
+        actor=actor,
+        action=AuditAction.INSERT,
+        target=fact,
+        reason=reason
+        or (
+            f"{fact.predicate} recorded as history: valid from {fact.valid_from.isoformat()}, "
+            f"before current #{current.pk} (valid from {current.valid_from.isoformat()})"
+        ),
+        after={
+            "value": fact.value,
+            "status": fact.status,
+            "valid_to": fact.valid_to.isoformat(),
+            "superseded_by": current.pk,
+            "statuses": statuses(fact),
+        },
+        request_id=request_id,
+    )
+    # Embedded like any row, so a search of the past finds it by meaning too.
+    embedding_schedule(memory_ids=[fact.pk])
+    return fact
 
 
 def _restated(
@@ -370,6 +422,31 @@ def fact_commit(
         )
         return current
 
+    # A writer that may read secrets is Tideline's own (the inbox, DREAM) and speaks for no agent:
+    # the key's new value, or older history of it, keeps the secrecy the owner gave the current
+    # one. An agent's value replaces a secret in plain, since it holds the value already.
+    if writer_sees_secrets and current is not None and current.secret:
+        fact.secret = True
+    # A value dated before the current row began is older news, not a change (an import, or an
+    # agent recalling the past): it becomes history whatever its confidence, so it neither
+    # displaces the newer value nor waits as a candidate a later restatement could promote over
+    # it. A write without valid_from speaks for now. A writer that may not read a secret current
+    # row is answered as if none were stored, so its value supersedes as any other would.
+    if (
+        not edit
+        and comparable
+        and data.valid_from is not None
+        and data.valid_from < current.valid_from
+    ):
+        return _history_record(
+            fact=fact,
+            current=current,
+            turn_ids=data.source_turn_ids,
+            actor=actor,
+            reason=reason,
+            request_id=request_id,
+        )
+
     pending = (
         None
         if edit
@@ -415,11 +492,6 @@ def fact_commit(
     # row it edits whatever its confidence, as a narrative edit does.
     replaces = current is not None and (edit or not candidate)
     fact.supersedes = current if replaces else None
-    # A writer that may read secrets is Tideline's own (the inbox, DREAM) and speaks for no agent:
-    # the key's new value keeps the secrecy the owner gave the old one. An agent's value replaces a
-    # secret in plain, since it holds the value already.
-    if writer_sees_secrets and current is not None and current.secret:
-        fact.secret = True
     before = None
     if replaces:
         before = {"id": current.pk, "value": current.value, "status": current.status}
@@ -472,8 +544,10 @@ def fact_write(
     row → skip / merge (evidence and confidence absorbed, TTL restarted); a new value → invalidate:
     the old row gets `valid_to`, `superseded` and a link to its successor; confidence below the
     candidate threshold → the row waits in the candidate pool and supersedes nothing until more
-    support promotes it. An edit (`supersedes_id`) is never a restatement: it replaces the row it
-    edits with a new version whatever it changes, or skips when it changes nothing.
+    support promotes it. A new value whose `valid_from` is earlier than the current row's is history,
+    not a change: it is stored superseded by the current row, valid until that row began. An edit
+    (`supersedes_id`) is never a restatement: it replaces the row it edits with a new version
+    whatever it changes, or skips when it changes nothing.
     """
     prepared = fact_prepare(data=data, writer_sees_secrets=writer_sees_secrets)
     # Two first writers of one key both see no current row; the database lets one in and the

@@ -53,7 +53,8 @@ def memory_expire(
         before = {"status": memory.status, "expired_by": memory.expired_by}
         memory.status = MemoryStatus.EXPIRED
         memory.expired_by = expired_by
-        memory.valid_to = memory.valid_to or timezone.now()
+        # A memory dated ahead ends where it began: valid for no time, never for a negative one.
+        memory.valid_to = memory.valid_to or max(timezone.now(), memory.valid_from)
         memory.save(update_fields=["status", "expired_by", "valid_to", "updated_at"])
         audit_record(
             actor=actor,

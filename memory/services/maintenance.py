@@ -274,7 +274,7 @@ def _apply(plan: list[PlannedExpiry], *, actor: str, request_id: str, now: datet
             memory.pk: memory
             for memory in Memory.objects.select_for_update()
             .filter(pk__in=[item.memory_id for item in plan], status__in=LIVE_STATUSES)
-            .only("pk", "memory_type", "status", "expired_by", "valid_to", "summary")
+            .only("pk", "memory_type", "status", "expired_by", "valid_from", "valid_to", "summary")
         }
         for item in plan:
             memory = locked.get(item.memory_id)
@@ -283,7 +283,9 @@ def _apply(plan: list[PlannedExpiry], *, actor: str, request_id: str, now: datet
             before = {"status": memory.status, "expired_by": memory.expired_by}
             memory.status = MemoryStatus.EXPIRED
             memory.expired_by = item.expired_by
-            memory.valid_to = memory.valid_to if memory.valid_to and memory.valid_to < now else now
+            ended = memory.valid_to if memory.valid_to and memory.valid_to < now else now
+            # A memory dated ahead (or whose TTL falls before its valid_from) ends where it began.
+            memory.valid_to = max(ended, memory.valid_from)
             memory.save(update_fields=["status", "expired_by", "valid_to", "updated_at"])
             audit_record(
                 actor=actor,

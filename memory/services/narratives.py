@@ -470,7 +470,8 @@ def narrative_commit(
         old.expired_by = ExpiredBy.SUPERSEDED
         # Held until the new telling was recorded, not until the event it tells (whose valid_from
         # an edit keeps): history as of any moment before the edit still finds the old telling.
-        old.valid_to = narrative.recorded_at
+        # A telling dated ahead of the edit ends where it began, never before.
+        old.valid_to = max(narrative.recorded_at, old.valid_from)
         old.superseded_by = narrative
         old.save(update_fields=["status", "expired_by", "valid_to", "superseded_by", "updated_at"])
         touched.append(old)
