@@ -14,7 +14,13 @@ from memory.selectors.visibility import Principal, scope_ids_held, scope_ids_rea
 from memory.services.attribution import GLOBAL, WORKSPACE, Attribution
 from memory.services.audit import audit_context, request_id_new
 from memory.services.errors import Forbidden, InvalidInput, NotFound
-from memory.services.scopes import scope_get, scope_global, scope_resolve, scope_workspace
+from memory.services.scopes import (
+    scope_get,
+    scope_global,
+    scope_resolve,
+    scope_resolve_for_write,
+    scope_workspace,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -57,8 +63,10 @@ def _scope_of(principal: Principal, where: WhereIn, *, create: bool) -> Scope:
                 raise _refusal() from None
             raise
     if where.cwd or where.git_remote:
+        if create:
+            return scope_resolve_for_write(cwd=where.cwd, git_remote=where.git_remote)
         return scope_resolve(
-            cwd=where.cwd or None, git_remote=where.git_remote or None, create=create
+            cwd=where.cwd or None, git_remote=where.git_remote or None, create=False
         )
     if principal.scope_ids is not None and len(principal.scope_ids) == 1:
         return scope_get(scope_id=next(iter(principal.scope_ids)))

@@ -88,6 +88,8 @@ def scope_visible_ids(*, scope: Scope | None) -> list[int]:
 # --- Resolving a caller's scope from where it runs (seed 003: global / workspace / project) ------
 
 _SCP_REMOTE = re.compile(r"^(?:[\w.+-]+@)?(?P<host>[\w.-]+):(?P<path>(?!//)[^\\]+)$")
+# "github.com/owner/repo": a host with a dot in its name, then a path.
+_BARE_REMOTE = re.compile(r"^(?P<host>[\w-]+(?:\.[\w-]+)+)/(?P<path>[^\\:]+)$")
 _REMOTE_SECTION = re.compile(r'^\[\s*remote\s+"(?P<name>[^"]+)"\s*\]$')
 _MAX_PARENTS = 64
 
@@ -114,6 +116,9 @@ def git_remote_normalise(url: str) -> str | None:
         host, path = match["host"], match["path"]
     elif url.startswith("/"):
         return _path_key(url)
+    elif (match := _BARE_REMOTE.match(url)) is not None:
+        # Tideline's own spelling of a remote (a project's key, as the API shows it).
+        host, path = match["host"], match["path"]
     else:
         return None
     path = path.strip("/")
@@ -275,6 +280,30 @@ def scope_resolve(
         key = (git_remote_normalise(remote) if remote else None) or _path_key(str(root))
         return (_project(key, create=create) if key else None) or scope_global()
     return _registered_project_for(path) or scope_global()
+
+
+def scope_resolve_for_write(*, cwd: str = "", git_remote: str = "") -> Scope:
+    """The scope a write lands in from where its caller says it is, created on first use.
+
+    Resolving for a read falls back to global, the scope that reads least; for a write that is the
+    scope every project reads, so a place that cannot be read is refused instead (a malformed
+    remote, a relative cwd), and a directory this machine does not have (the agent runs in a
+    container or on another machine) is a project of its own, keyed by its path. A directory
+    this machine has outside every project is global, as on a read."""
+    if git_remote:
+        if git_remote_normalise(git_remote) is None:
+            raise InvalidInput(
+                f"git_remote {git_remote[:100]!r} is not a git remote URL "
+                "(https://host/owner/repo, git@host:owner/repo or host/owner/repo)",
+                field="git_remote",
+            )
+        return scope_resolve(git_remote=git_remote)
+    path = _path_key(cwd)
+    if path is None:
+        raise InvalidInput("cwd must be an absolute path", field="cwd")
+    if os.path.isdir(path):
+        return scope_resolve(cwd=path)
+    return _registered_project_for(path) or _project(path, create=True)
 
 
 def project_root(*, cwd: str | None) -> str | None:

@@ -8,11 +8,20 @@ from django.test import Client
 
 from injection.mcp_server import mcp_server_build
 from injection.services.access import apikey_create
-from memory.models import ApiKey, AuditEvent, ContextTurn, Memory, MemoryStatus, Narrative, Session
+from memory.models import (
+    ApiKey,
+    AuditEvent,
+    ContextTurn,
+    Memory,
+    MemoryStatus,
+    Narrative,
+    ScopeKind,
+    Session,
+)
 from memory.services.embedding import memories_embed
 from memory.services.facts import FactInput, fact_write
 from memory.services.narratives import NarrativeInput, narrative_write
-from memory.services.scopes import scope_global
+from memory.services.scopes import scope_ensure, scope_global, scope_resolve_for_write
 from memory.services.timeline import segment_external_id
 from tests.injection.conftest import narrative_seed, weights_set
 from tests.injection.interfaces import McpDriver, inline_worker_threads
@@ -1063,3 +1072,42 @@ def test_it_skips_turns_resent_after_the_session_moved_into_another_project(
     assert (moved.json()["recorded"], moved.json()["skipped"]) == (0, 2)
     assert (unseen.json()["recorded"], unseen.json()["skipped"]) == (2, 0)
     assert ContextTurn.objects.filter(scope=project).count() == 2
+
+
+def test_it_never_files_a_write_from_a_place_it_cannot_read_in_global(db, project_dir):
+    """Before, a cwd this machine does not have (the agent in a container, a typo) or a remote
+    spelled "github.com/owner/repo" filed the memory in global, and every other project's session
+    start then showed it, with "scope_chosen": "about the work in the place it was said in"."""
+    remote = scope_ensure(kind=ScopeKind.PROJECT, key="github.com/probe/proja")
+    _, raw = apikey_create(name="agent", scope_ids=[remote.pk])
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    said = {"gesture": "The Stripe webhook secret rotates on Friday"}
+
+    elsewhere = _post(api, "/api/v1/narratives", said | {"cwd": "/home/alice/src/proja"})
+    relative = _post(api, "/api/v1/narratives", said | {"cwd": "src/proja"})
+    malformed = _post(api, "/api/v1/narratives", said | {"git_remote": "proja"})
+    bare = _post(api, "/api/v1/narratives", said | {"git_remote": "github.com/probe/projA"})
+
+    assert elsewhere.status_code == 403
+    assert relative.status_code == 400
+    assert "cwd must be an absolute path" in relative.json()["detail"]
+    assert malformed.status_code == 400
+    assert "git_remote 'proja' is not a git remote URL" in malformed.json()["detail"]
+    assert bare.status_code == 200, bare.content
+    assert bare.json()["scope"] == remote.label
+    assert not Memory.objects.filter(scope=scope_global()).exists()
+    assert ContextTurn.objects.count() == 0
+
+
+def test_it_keeps_a_directory_this_machine_does_not_have_as_a_project_of_its_own(
+    project, project_dir, tmp_path
+):
+    away = scope_resolve_for_write(cwd="/home/alice/src/proja")
+    deeper = scope_resolve_for_write(cwd="/home/alice/src/proja/billing")
+    outside = tmp_path / "notes"
+    outside.mkdir()
+
+    assert (away.kind, away.key) == (ScopeKind.PROJECT, "/home/alice/src/proja")
+    assert deeper.pk == away.pk
+    assert scope_resolve_for_write(cwd=str(project_dir / "src")).pk == project.pk
+    assert scope_resolve_for_write(cwd=str(outside)).kind == ScopeKind.GLOBAL
