@@ -74,6 +74,17 @@ def env_float(
     return number
 
 
+def env_float_or_none(
+    name: str, *, minimum: float | None = None, maximum: float | None = None
+) -> float | None:
+    """A number when the variable is set, None when it is not (the caller's own default then
+    applies, which may differ case by case)."""
+    value = _raw(name)
+    if value is None or value == "":
+        return None
+    return env_float(name, 0.0, minimum=minimum, maximum=maximum)
+
+
 def env_choice(name: str, default: str, choices: Sequence[str]) -> str:
     value = env_str(name, default).lower()
     if value not in choices:

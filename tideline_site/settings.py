@@ -16,6 +16,7 @@ from tideline_site.env import (
     env_bool,
     env_choice,
     env_float,
+    env_float_or_none,
     env_int,
     env_list,
     env_path,
@@ -481,8 +482,10 @@ TIDELINE_T3_CLUSTERS = env_int("TIDELINE_T3_CLUSTERS", 25, minimum=0)
 TIDELINE_T3_PROFILE_LINE_CHARS = env_int("TIDELINE_T3_PROFILE_LINE_CHARS", 100, minimum=20)
 # A turn shorter than this ("ok", "hi") asks for no related memories; a CJK character counts two.
 TIDELINE_T1_MIN_QUERY_CHARS = env_int("TIDELINE_T1_MIN_QUERY_CHARS", 5, minimum=1)
-# T1's noise floor for an embedding model without a row in memory/search/calibration.py.
-TIDELINE_T1_MIN_COSINE = env_float("TIDELINE_T1_MIN_COSINE", 0.25, minimum=-1, maximum=1)
+# The least cosine T1 and search take a row for without a word in common (the noise floor). Unset,
+# each embedding model's own, measured in memory/search/calibration.py (0.25 for a model it has
+# no row for); set, this floor for every model.
+TIDELINE_T1_MIN_COSINE = env_float_or_none("TIDELINE_T1_MIN_COSINE", minimum=-1, maximum=1)
 # At most what one search returns (memory/search/service.py MAX_LIMIT).
 TIDELINE_T1_TOP = env_int("TIDELINE_T1_TOP", 5, minimum=1, maximum=200)
 # Cross-turn dedup only while at least this many unseen hits remain.

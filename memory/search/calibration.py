@@ -50,10 +50,11 @@ How the USE row was derived (scripts and figures in the recall report of issue 1
   vectors (held-out half +0.0; with own-text vectors +0.3 but RealMem −0.006) and priors for the
   query's strongest sessions (held-out −0.5 to +0.0); figures in tools/recall/README.md.
 
-A model not in the table uses the TIDELINE_SEARCH_* / TIDELINE_T1_MIN_COSINE settings.
+A model not in the table uses the TIDELINE_SEARCH_* settings and a noise floor of 0.25 (seed 000's,
+measured with bge-m3). TIDELINE_T1_MIN_COSINE, when set, is the noise floor for every model.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.conf import settings
 
@@ -92,13 +93,21 @@ CALIBRATIONS = {
 }
 
 
+UNMEASURED_NOISE_FLOOR = 0.25
+
+
 def calibration_get(model_id: str | None) -> Calibration:
-    """The measured calibration of this embedding model, or the settings' for an unmeasured one."""
-    known = CALIBRATIONS.get(model_id or "")
-    if known is not None:
-        return known
+    """The measured calibration of this embedding model, or the settings' for an unmeasured one;
+    a noise floor set in TIDELINE_T1_MIN_COSINE overrides either."""
+    calibration = CALIBRATIONS.get(model_id or "") or _unmeasured()
+    if settings.TIDELINE_T1_MIN_COSINE is None:
+        return calibration
+    return replace(calibration, noise_floor=settings.TIDELINE_T1_MIN_COSINE)
+
+
+def _unmeasured() -> Calibration:
     return Calibration(
-        noise_floor=settings.TIDELINE_T1_MIN_COSINE,
+        noise_floor=UNMEASURED_NOISE_FLOOR,
         semantic_floor=settings.TIDELINE_SEARCH_SEMANTIC_FLOOR,
         turn_floor=settings.TIDELINE_SEARCH_TURN_SEMANTIC_FLOOR,
         semantic_weight=settings.TIDELINE_SEARCH_SEMANTIC_WEIGHT,

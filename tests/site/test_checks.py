@@ -182,6 +182,8 @@ def test_it_checks_the_owner_panel_admins_though_start_up_does_not_import_them()
         ("TIDELINE_BODY_TIMEOUT", "nan", "not a finite number"),
         ("TIDELINE_LLM_TIMEOUT", "inf", "not a finite number"),
         ("TIDELINE_T1_TOP", "201", "above the maximum 200"),
+        ("TIDELINE_T1_MIN_COSINE", "1.5", "above the maximum"),
+        ("TIDELINE_T1_MIN_COSINE", "nan", "not a finite number"),
         ("TIDELINE_T2_DAYS", "1000000000", "above the maximum"),
         ("TIDELINE_T2B_FIRST_HOURS", "30000000000", "above the maximum"),
         ("TIDELINE_EMBED_SWEEP_LIMIT", "99999999999999999999999", "above the maximum"),
