@@ -2,6 +2,7 @@
 each MCP tool's parameters are generated from the same model. So the two shells cannot drift:
 same fields, same limits, and unknown fields refused (422 / tool error naming the field)."""
 
+import unicodedata
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -38,6 +39,19 @@ def _moment_checked(moment: datetime) -> datetime:
 Moment = Annotated[datetime, AfterValidator(_moment_checked)]
 
 
+def _visible(name: str) -> str:
+    """A session id a person could read back: spaces or zero-width characters alone named a
+    session nobody could tell apart from the next one typed the same invisible way."""
+    if name and not any(
+        not char.isspace() and unicodedata.category(char) not in ("Cf", "Cc", "Zs") for char in name
+    ):
+        raise ValueError("must contain a visible character")
+    return name
+
+
+SessionName = Annotated[str, Field(max_length=200), AfterValidator(_visible)]
+
+
 def _storable(value: Any) -> Any:
     if isinstance(value, str):
         return text_storable(value)
@@ -69,7 +83,7 @@ class WhereIn(Strict):
 
 
 class SessionIn(WhereIn):
-    session_id: str = Field(..., min_length=1, max_length=200)
+    session_id: Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_visible)]
     runtime: str | None = Field(
         None,
         min_length=1,
@@ -79,7 +93,7 @@ class SessionIn(WhereIn):
     )
     origin: Literal["user", "subagent"] = "user"
     delegation_depth: int = Field(0, ge=0, le=50)
-    parent_session_id: str = Field("", max_length=200)
+    parent_session_id: SessionName = ""
 
 
 class SessionStartIn(SessionIn):
@@ -237,7 +251,7 @@ class SurfaceIn(WhereIn):
 
 
 class TimelineIn(WhereIn):
-    session_id: str = Field("", max_length=200)
+    session_id: SessionName = ""
     around_turn_id: Id | None = None
     limit: int = Field(20, ge=1, le=200)
 

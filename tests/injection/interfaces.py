@@ -211,6 +211,8 @@ OPERATIONS: dict[str, Operation] = {
             {"session_id": "s", "budget_tokens": 1},
             {"session_id": 5},
             {"session_id": "s@scope-1"},
+            # Before, spaces or zero-width characters alone named a session.
+            {"session_id": "\u200b \u3000"},
         ),
     ),
     "turn_take": Operation(
@@ -221,7 +223,11 @@ OPERATIONS: dict[str, Operation] = {
             "record": not a.flag,
         },
         writes=True,
-        bad=({"session_id": "s", "content": ""}, {"session_id": "s", "content": "x", "role": 3}),
+        bad=(
+            {"session_id": "s", "content": ""},
+            {"session_id": "s", "content": "x", "role": 3},
+            {"session_id": " ", "content": "x"},
+        ),
     ),
     "memories_surface": Operation(
         lambda a: {**a.where, "text": COMMON_WORDS},
