@@ -25,7 +25,7 @@ from injection.operations.fields import (
 )
 from injection.operations.present import session_as_dict, turn_as_dict
 from injection.services.context import context_session_start, context_turn
-from injection.services.sync import SessionRef, session_open, turns_sync
+from injection.services.sync import SessionRef, session_as_called, session_open, turns_sync
 from injection.transcripts import claude_code_turns
 from memory.models import Session
 from memory.search import turn_search
@@ -89,6 +89,10 @@ def _session_for_block(*, caller: Caller, data: SessionIn) -> tuple[Session | No
         .filter(runtime=_runtime_of(caller=caller, data=data))
         .first()
     )
+    if existing is not None:
+        existing = session_as_called(
+            session=existing, origin=data.origin, delegation_depth=data.delegation_depth
+        )
     return existing, scope_ids_readable(principal=caller.principal, scope=scope)
 
 

@@ -10,14 +10,21 @@ import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cache
+from itertools import chain
 from pathlib import Path
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from dream.selectors import topic_clusters_read
-from injection.services.text import age_label, clip, text_neutralise, tokens_estimate
+from injection.services.text import (
+    LINE_SEPARATOR,
+    age_label,
+    clip,
+    text_neutralise,
+    tokens_estimate,
+)
 from memory.models import (
     AttentionEvent,
     ContextTurn,
@@ -28,6 +35,7 @@ from memory.models import (
     MemoryType,
     Narrative,
     Scope,
+    ScopeKind,
     SelfConcept,
     SelfConceptField,
     Session,
@@ -40,6 +48,7 @@ from memory.search import memory_search
 from memory.selectors.visibility import LOCAL_AGENT, profiles_visible
 from memory.services.attention import memories_activate
 from memory.services.bounds import text_bounded
+from memory.services.gate import gate_injection
 from memory.services.maintenance import dependencies_check
 from memory.services.weights import salience_sql
 
@@ -130,7 +139,9 @@ class Block:
 
 def _live() -> Q:
     now = timezone.now()
-    return Q(status=MemoryStatus.ACTIVE, secret=False) & (
+    # A row may be written ahead of its time ("Bob is on call from March"): until then it is not
+    # true, and injecting it would state it as the present.
+    return Q(status=MemoryStatus.ACTIVE, secret=False, valid_from__lte=now) & (
         Q(valid_to__isnull=True) | Q(valid_to__gt=now)
     )
 
@@ -218,22 +229,32 @@ def t0_select(*, scope_ids: list[int], labels: dict[int, str]) -> list[Item]:
 
 
 def t2_select(*, scope_ids: list[int], labels: dict[int, str], now: datetime) -> list[Item]:
-    """Weight above the cut, recorded in the last days, the most salient first (weight raised by
-    emotion intensity), one narrative per tag."""
+    """Pinned narratives first, whatever their weight or age: the owner pinned them to keep them
+    in view. Then weight above the cut, recorded in the last days, the most salient first (weight
+    raised by emotion intensity). One narrative per tag."""
     since = now - timedelta(days=settings.TIDELINE_T2_DAYS)
-    pool = Narrative.objects.filter(
-        _live(),
-        scope_id__in=scope_ids,
+    live = Narrative.objects.filter(_live(), scope_id__in=scope_ids).annotate(
+        salience=salience_sql()
+    )
+    # A narrative's importance here is its salience: its weight (importance scored with emotion,
+    # recurrence and what is unresolved) raised by emotion intensity, so at equal weight the
+    # strongly felt memory comes first (seed 004).
+    order = ("-salience", "-recorded_at", "-pk")
+    # No index finds pinned rows yet, so this reads the scopes' active rows (about 30 ms per 100k
+    # memories on SQLite); a partial index on pinned rows would make it a lookup.
+    pinned = live.filter(pinned=True).order_by(*order)[: settings.TIDELINE_T2_POOL]
+    # A second query rather than "pinned or recent" in one: the OR would stop SQLite using the
+    # recorded_at index for the window.
+    recent = live.filter(
+        pinned=False,
         weight__gt=settings.TIDELINE_T2_MIN_WEIGHT,
         recorded_at__gte=since,
         # Restating the window as an id subquery lets SQLite use the recorded_at index instead of
         # scanning the whole scope (about 3× faster on 100k memories).
         pk__in=Memory.objects.filter(recorded_at__gte=since).values("pk"),
-    ).annotate(salience=salience_sql())
-    # At equal weight the strongly felt memory comes first (seed 004).
-    pool = pool.order_by("-salience", "-recorded_at", "-pk")[: settings.TIDELINE_T2_POOL]
+    ).order_by(*order)[: settings.TIDELINE_T2_POOL]
     chosen, used_tags = [], set()
-    for narrative in pool:
+    for narrative in chain(pinned, recent):
         tags = {tag.strip().lower() for tag in narrative.tags}
         if tags & used_tags:
             continue
@@ -259,20 +280,65 @@ def t2_select(*, scope_ids: list[int], labels: dict[int, str], now: datetime) ->
 # --- T2b context bridge ----------------------------------------------------------------------
 
 
+# A runtime's clock may run a few minutes fast (the allowance fact_write gives a writer's clock),
+# and its turn is still the latest real talk. A turn dated further ahead (a bad import, a wrong
+# clock) would stay "the newest" until its date came, hiding every real turn after it; T2b
+# passes over it (it stays stored as sent).
+T2B_CLOCK_SKEW = timedelta(minutes=5)
+# Only the conversation bridges sessions. A tool's output (a fetched page) or a system message is
+# text nobody in the conversation said, and replayed at the next start it reads as part of it.
+T2B_ROLES = ("user", "assistant")
+# Marks that could close the quotes around a speaker's name and go on as the renderer's text.
+_QUOTES = str.maketrans(dict.fromkeys('"“”„‟«»', None))
+
+
 def t2b_windows() -> list[int]:
     first, last = settings.TIDELINE_T2B_FIRST_HOURS, settings.TIDELINE_T2B_MAX_HOURS
     return list(range(first, max(first, last) + 1, first))
 
 
+def _home_scope_id(*, scope_ids: list[int]) -> int | None:
+    """The scope the caller works in: the most specific one it reads. A caller's scopes are its
+    own plus the broader ones it also sees (scope_visible_ids: a project with its workspace and
+    global, a workspace with global, global alone), so its own is the narrowest."""
+    narrowest = (ScopeKind.PROJECT, ScopeKind.WORKSPACE, ScopeKind.GLOBAL)
+    kinds = Scope.objects.filter(pk__in=scope_ids).values_list("pk", "kind")
+    ranked = sorted(kinds, key=lambda row: (narrowest.index(row[1]), row[0]))
+    return ranked[0][0] if ranked else None
+
+
+def _t2b_line(turn: ContextTurn) -> str | None:
+    """`role: text`, or `role “speaker”: text`: the label is the role, never a name the caller
+    chose ("SYSTEM"). None when what would be shown reads as an order to the agent."""
+    speaker = text_neutralise(turn.speaker).translate(_QUOTES).strip()
+    shown = clip(text_neutralise(turn.content), settings.TIDELINE_T2B_CHUNK_CHARS)
+    # The gate reads what the agent would read, line breaks back in place so that an order on a
+    # line of its own ("SYSTEM: …") is seen at a line start. The role label is left out: it is
+    # the renderer's, and "assistant:" opening a line is one of the gate's patterns. A refused
+    # turn is dropped rather than masked: a placeholder tells the agent nothing useful, and the
+    # owner still has the turn in the timeline.
+    if not gate_injection(texts=[speaker, shown.replace(LINE_SEPARATOR, "\n")]).passed:
+        return None
+    return f"{turn.role} “{speaker}”: {shown}" if speaker else f"{turn.role}: {shown}"
+
+
 def t2b_select(
-    *, scope_ids: list[int], labels: dict[int, str], now: datetime, exclude_session_id: int | None
+    *, scope_id: int | None, labels: dict[int, str], now: datetime, exclude_session_id: int | None
 ) -> list[Item]:
-    """One earlier session's raw texture: the window widens until it holds any owner turns; the
-    session is the one behind the heaviest narrative with evidence there (else the latest)."""
+    """One earlier session's raw texture, from the caller's own scope: the window widens until it
+    holds any owner conversation; the session is the one behind the heaviest narrative with
+    evidence there (else the latest).
+
+    Own scope only: a project's start shows where that project was left, not a talk held in
+    global (another key's, in ~/notes) that happened to be newer. A caller in a workspace gets
+    the workspace's sessions, neither global's (for the same reason) nor its projects' (a
+    project's conversation is that project's; the workspace does not read project scopes)."""
+    newest_allowed = now + T2B_CLOCK_SKEW
+    conversation = ContextTurn.objects.filter(role__in=T2B_ROLES, occurred_at__lte=newest_allowed)
     for hours in t2b_windows():
         recent = list(
-            ContextTurn.objects.filter(
-                scope_id__in=scope_ids,
+            conversation.filter(
+                scope_id=scope_id,
                 occurred_at__gte=now - timedelta(hours=hours),
                 session__origin=SessionOrigin.USER,
                 session__delegation_depth=0,
@@ -299,20 +365,23 @@ def t2b_select(
         )
         session_id = session_of[linked[heaviest]] if heaviest else recent[0][1]
         newest = list(
-            ContextTurn.objects.filter(session_id=session_id).order_by("-occurred_at", "-seq")[
+            conversation.filter(session_id=session_id).order_by("-occurred_at", "-seq")[
                 : settings.TIDELINE_T2B_CHUNKS
             ]
         )
-        return [
-            Item(
-                text=f"{turn.speaker or turn.role}: "
-                f"{clip(text_neutralise(turn.content), settings.TIDELINE_T2B_CHUNK_CHARS)}",
-                kind=f"context s{turn.session_id}#{turn.seq}",
-                scope_label=labels.get(turn.scope_id, ""),
-                when=turn.occurred_at,
-            )
-            for turn in reversed(newest)
-        ]
+        items = []
+        for turn in reversed(newest):
+            line = _t2b_line(turn)
+            if line is not None:
+                items.append(
+                    Item(
+                        text=line,
+                        kind=f"context s{turn.session_id}#{turn.seq}",
+                        scope_label=labels.get(turn.scope_id, ""),
+                        when=turn.occurred_at,
+                    )
+                )
+        return items
     return []
 
 
@@ -321,7 +390,10 @@ def t2b_select(
 
 def t3_select(*, scope_ids: list[int], labels: dict[int, str]) -> list[Item]:
     """Topic clusters with enough members, then profiles: pinned ones with every current fact,
-    the others on one short line."""
+    the others on one short line. What the owner pinned comes first, so the profile cut does not
+    leave it off the list nor the line limit off its line: pinned profiles, then those holding a
+    pinned fact, then the most recently updated; on each line pinned facts, then the most
+    important, then the newest."""
     items = []
     clusters = topic_clusters_read(
         scope_ids=scope_ids,
@@ -330,35 +402,59 @@ def t3_select(*, scope_ids: list[int], labels: dict[int, str]) -> list[Item]:
     )
     for cluster in clusters[: settings.TIDELINE_T3_CLUSTERS]:
         items.append(Item(text=cluster_line(cluster), kind="topic"))
+    current = Fact.objects.filter(_live(), memory_type=MemoryType.FACT)
     profiles = list(
-        profiles_visible(principal=LOCAL_AGENT, scope_ids=scope_ids).order_by(
-            "-pinned", "-updated_at", "pk"
-        )[: settings.TIDELINE_T3_PROFILES]
+        profiles_visible(principal=LOCAL_AGENT, scope_ids=scope_ids)
+        .annotate(holds_pinned=Exists(current.filter(profile_id=OuterRef("pk"), pinned=True)))
+        .order_by("-pinned", "-holds_pinned", "-updated_at", "pk")[: settings.TIDELINE_T3_PROFILES]
     )
     facts: dict[int, list[Fact]] = {}
-    current = Fact.objects.filter(_live(), memory_type=MemoryType.FACT, profile__in=profiles)
-    for fact in sorted(current, key=lambda fact: (fact.recorded_at, fact.pk), reverse=True):
+    for fact in sorted(
+        current.filter(profile__in=profiles),
+        key=lambda fact: (fact.pinned, fact.importance, fact.recorded_at, fact.pk),
+        reverse=True,
+    ):
         facts.setdefault(fact.profile_id, []).append(fact)
     for profile in profiles:
-        own = facts.get(profile.pk, [])
+        own = [
+            f"{fact.predicate.replace('_', ' ')}: {fact.value}"
+            for fact in facts.get(profile.pk, [])
+        ]
         label = labels.get(profile.scope_id, "")
         if profile.pinned:
-            parts = [
-                f"{profile.name} ({profile.kind}){': ' + profile.description if profile.description else ''}"
-            ]
-            parts += [f"{fact.predicate.replace('_', ' ')}: {fact.value}" for fact in own]
-            items.append(Item(text=" · ".join(parts), kind="profile (pinned)", scope_label=label))
-        else:
-            values = "; ".join(f"{fact.predicate.replace('_', ' ')}: {fact.value}" for fact in own)
-            line = f"{profile.name} ({profile.kind}){': ' + values if values else ''}"
+            head = f"{profile.name} ({profile.kind}){': ' + profile.description if profile.description else ''}"
             items.append(
-                Item(
-                    text=clip(line, settings.TIDELINE_T3_PROFILE_LINE_CHARS),
-                    kind="profile",
-                    scope_label=label,
-                )
+                Item(text=" · ".join([head, *own]), kind="profile (pinned)", scope_label=label)
             )
+        else:
+            line = _profile_line(
+                head=f"{profile.name} ({profile.kind})",
+                facts=own,
+                limit=settings.TIDELINE_T3_PROFILE_LINE_CHARS,
+            )
+            items.append(Item(text=line, kind="profile", scope_label=label))
     return items
+
+
+_MORE_FACTS = "; …"
+
+
+def _profile_line(*, head: str, facts: list[str], limit: int) -> str:
+    """`head: fact; fact`, whole facts only, as many as fit in `limit` characters, and "; …" when
+    some are left out. The first fact is there even when it alone passes the limit: it is the
+    most important one (a pinned one first), and one fact is short by construction (a value is
+    at most 60 characters)."""
+
+    def joined(shown: list[str]) -> str:
+        more = _MORE_FACTS if len(shown) < len(facts) else ""
+        return f"{head}: {'; '.join(shown)}{more}" if shown else head
+
+    shown = facts[:1]
+    for fact in facts[1:]:
+        if len(joined([*shown, fact])) > limit:
+            break
+        shown.append(fact)
+    return joined(shown)
 
 
 def cluster_line(cluster: dict) -> str:
@@ -535,6 +631,14 @@ def block_render(*, kind: str, sections: list[Section], budget: int, now: dateti
     closing = f"</{ENVELOPE_TAG}>"
     lines = [opening, ENVELOPE_NOTICE]
     used = tokens_estimate(opening) + tokens_estimate(ENVELOPE_NOTICE) + tokens_estimate(closing)
+    # A budget the field accepts can be too small for the envelope alone; an empty block that
+    # does not say why looks like an empty memory store.
+    if used > budget:
+        return Block(
+            kind=kind,
+            budget=budget,
+            skipped=f"budget below the block's envelope: it alone takes {used} tokens",
+        )
     kept_sections, section_tokens = [], {}
     for section in sections:
         heading = f"## {section.title}"
@@ -555,7 +659,9 @@ def block_render(*, kind: str, sections: list[Section], budget: int, now: dateti
             kept_sections.append(Section(key=section.key, title=section.title, items=kept))
             section_tokens[section.key] = spent
     if not kept_sections:
-        return Block(kind=kind, budget=budget)
+        offered = any(section.items for section in sections)
+        skipped = f"budget too small for any line after the envelope's {used} tokens"
+        return Block(kind=kind, budget=budget, skipped=skipped if offered else "")
     lines.append(closing)
     text = "\n".join(lines)
     return Block(
@@ -611,7 +717,7 @@ def context_session_start(
             "t2b",
             "T2b · where the last session left off",
             t2b_select(
-                scope_ids=scope_ids,
+                scope_id=_home_scope_id(scope_ids=scope_ids),
                 labels=labels,
                 now=now,
                 exclude_session_id=session.pk if session else None,

@@ -8,7 +8,7 @@ Subagent sessions are not the owner and are not captured unless configured.
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from memory.models import ContextTurn, Session
+from memory.models import ContextTurn, Session, SessionOrigin
 from memory.services.capture import session_captured
 from memory.services.timeline import TurnInput, segment_external_id, session_start, turns_record
 
@@ -32,12 +32,28 @@ class SyncResult:
     captured: bool
 
 
+def session_as_called(*, session: Session, origin: str, delegation_depth: int) -> Session:
+    """The session as this call acts in it. A subagent may name a session the user opened (its
+    parent's id, handed down): for this call it is still a subagent, so it is neither injected
+    nor captured. Only this instance changes, and it is never saved: the user's session stays
+    the user's. A call that says "user" does not lift a session opened as a subagent's: "user"
+    is the field's default, so it cannot tell a caller that claims it from one that left it
+    out, and capture, DREAM and T2b read the stored origin anyway."""
+    if origin == SessionOrigin.SUBAGENT or delegation_depth >= 1:
+        session.origin = SessionOrigin.SUBAGENT
+        session.delegation_depth = max(session.delegation_depth, delegation_depth)
+    return session
+
+
 def session_open(*, ref: SessionRef, actor: str, request_id: str = "") -> Session:
-    """The session, opened on first sight. Every turn of a runtime names its session, so the
-    common case — already open, same scope — is answered by one read without a write lock."""
+    """The session, opened on first sight, as this call acts in it (session_as_called). Every
+    turn of a runtime names its session, so the common case — already open, same scope — is
+    answered by one read without a write lock."""
     existing = Session.objects.filter(runtime=ref.runtime, external_id=ref.external_id).first()
     if existing is not None and existing.scope_id == ref.scope_id:
-        return existing
+        return session_as_called(
+            session=existing, origin=ref.origin, delegation_depth=ref.delegation_depth
+        )
     parent_id = None
     if ref.parent_external_id:
         # The parent is looked for in this session's scope only: the same id in another project
@@ -54,7 +70,7 @@ def session_open(*, ref: SessionRef, actor: str, request_id: str = "") -> Sessio
             .values_list("pk", flat=True)
             .first()
         )
-    return session_start(
+    opened = session_start(
         runtime=ref.runtime,
         external_id=ref.external_id,
         scope_id=ref.scope_id,
@@ -64,6 +80,11 @@ def session_open(*, ref: SessionRef, actor: str, request_id: str = "") -> Sessio
         delegation_depth=ref.delegation_depth,
         actor=actor,
         request_id=request_id,
+    )
+    # session_start hands back a stored session as it is: one a concurrent first call opened, or
+    # the segment of this session id that an earlier call opened here.
+    return session_as_called(
+        session=opened, origin=ref.origin, delegation_depth=ref.delegation_depth
     )
 
 

@@ -134,7 +134,7 @@ def test_it_widens_the_t2b_window_until_it_finds_context_and_takes_the_newest_fi
     )
     now = timezone.now()
 
-    items = t2b_select(scope_ids=_ids(project), labels={}, now=now, exclude_session_id=None)
+    items = t2b_select(scope_id=project.pk, labels={}, now=now, exclude_session_id=None)
 
     assert [item.text for item in items] == [f"user: chunk {n}" for n in range(3, 8)]
     assert items[0].when == ContextTurn.objects.get(pk=rows[3].pk).occurred_at
@@ -145,7 +145,7 @@ def test_it_finds_no_t2b_context_beyond_the_widest_window(project):
     _turns(session, ["too old"], at=timezone.now() - timedelta(hours=80))
 
     assert (
-        t2b_select(scope_ids=_ids(project), labels={}, now=timezone.now(), exclude_session_id=None)
+        t2b_select(scope_id=project.pk, labels={}, now=timezone.now(), exclude_session_id=None)
         == []
     )
 
@@ -159,9 +159,7 @@ def test_it_bridges_to_the_session_behind_the_heaviest_narrative(project):
     narrative = narrative_seed(project, "decided the storage layout")
     evidence_link(memory=narrative, turn_ids=[heavy_turns[0].pk])
 
-    items = t2b_select(
-        scope_ids=_ids(project), labels={}, now=timezone.now(), exclude_session_id=None
-    )
+    items = t2b_select(scope_id=project.pk, labels={}, now=timezone.now(), exclude_session_id=None)
 
     assert [item.text for item in items] == ["user: the important talk"]
 
@@ -179,9 +177,7 @@ def test_it_bridges_by_the_heaviest_narrative_it_may_show(project):
     )
     weights_set({secret: 0.95})
 
-    items = t2b_select(
-        scope_ids=_ids(project), labels={}, now=timezone.now(), exclude_session_id=None
-    )
+    items = t2b_select(scope_id=project.pk, labels={}, now=timezone.now(), exclude_session_id=None)
 
     assert [item.text for item in items] == ["user: the storage plan"]
 
@@ -190,9 +186,7 @@ def test_it_clips_t2b_chunks(project, settings):
     session = _session(project, "long")
     _turns(session, ["x" * 1000], at=timezone.now() - timedelta(hours=1))
 
-    [item] = t2b_select(
-        scope_ids=_ids(project), labels={}, now=timezone.now(), exclude_session_id=None
-    )
+    [item] = t2b_select(scope_id=project.pk, labels={}, now=timezone.now(), exclude_session_id=None)
 
     assert len(item.text) == len("user: ") + settings.TIDELINE_T2B_CHUNK_CHARS
 
