@@ -240,8 +240,7 @@ def t2_select(*, scope_ids: list[int], labels: dict[int, str], now: datetime) ->
     # recurrence and what is unresolved) raised by emotion intensity, so at equal weight the
     # strongly felt memory comes first (seed 004).
     order = ("-salience", "-recorded_at", "-pk")
-    # No index finds pinned rows yet, so this reads the scopes' active rows (about 30 ms per 100k
-    # memories on SQLite); a partial index on pinned rows would make it a lookup.
+    # The partial index memory_pinned_scope makes this a lookup of the scopes' few pinned rows.
     pinned = live.filter(pinned=True).order_by(*order)[: settings.TIDELINE_T2_POOL]
     # A second query rather than "pinned or recent" in one: the OR would stop SQLite using the
     # recorded_at index for the window.

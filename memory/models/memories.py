@@ -115,6 +115,13 @@ class Memory(models.Model):
             models.Index(
                 fields=["scope"], condition=models.Q(secret=True), name="memory_secret_scope"
             ),
+            # The few pinned memories of a scope set, which session start shows first (T2): without
+            # it, finding them read every live row of the scopes (30–40 ms per 100k on SQLite).
+            models.Index(
+                fields=["scope", "status"],
+                condition=models.Q(pinned=True),
+                name="memory_pinned_scope",
+            ),
         ]
         constraints = [
             models.UniqueConstraint(
