@@ -25,6 +25,7 @@ from memory.models import (
     Snapshot,
     Thread,
 )
+from memory.services.consolidation import valid_q
 from memory.services.errors import NotFound
 from memory.services.scopes import scope_global, scope_visible_ids
 from memory.services.timeline import segment_external_id
@@ -140,19 +141,24 @@ def memory_links_hidden(*, principal: Principal, memories: Iterable[Memory]) -> 
     return frozenset(Memory.objects.filter(pk__in=linked, secret=True).values_list("pk", flat=True))
 
 
+def _facts_current(principal: Principal) -> QuerySet[Fact]:
+    return _without_secrets(Fact.objects.filter(valid_q()), principal)
+
+
 def facts_visible(*, principal: Principal, scope_ids: list[int]) -> QuerySet[Fact]:
-    rows = Fact.objects.filter(scope_id__in=scope_ids, status=MemoryStatus.ACTIVE)
-    return _without_secrets(rows, principal)
+    return _facts_current(principal).filter(scope_id__in=scope_ids)
 
 
 def profiles_visible(*, principal: Principal, scope_ids: list[int]) -> QuerySet[Profile]:
-    """Profiles of `scope_ids`. A profile is made by the first fact written about it, so one whose
-    facts are all secret is itself withheld from a principal who may not see secrets: its name
-    would say that such a fact exists, and about whom."""
-    rows = Profile.objects.filter(scope_id__in=scope_ids)
-    if principal.sees_secrets:
-        return rows
-    return rows.filter(Exists(Fact.objects.filter(profile_id=OuterRef("pk"), secret=False)))
+    """Profiles of `scope_ids` with a current fact the principal may read: a profile's current
+    facts are its profile, and its name alone says something. A rejected fact (whose profile name
+    may be the very text the gate refused), a candidate, or an expired, superseded or deleted fact
+    keeps no name in T3, /profiles or the graph; nor does a secret one for a principal who may not
+    see it, which would tell that such a fact exists, and about whom. The fact write creates the
+    profile row whatever the gate decides (facts.py, fact_commit), so a profile without such a
+    fact exists and is simply never shown."""
+    current = _facts_current(principal).filter(profile_id=OuterRef("pk"))
+    return Profile.objects.filter(Exists(current), scope_id__in=scope_ids)
 
 
 def turns_visible(*, principal: Principal, scope_ids: list[int]) -> QuerySet[ContextTurn]:

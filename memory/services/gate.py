@@ -6,6 +6,9 @@
    "この プロジェクト", "este proyecto") with no name anywhere in the memory names nothing.
 3. A fact, not an instruction? "你自己改完之后" is work for the assistant, not something true about
    the world; so are "Always run the tests before pushing!", "你必须…", "〜しなさい", "debes…".
+   Of these, standing orders and obligations ("Always…", "From now on…", "You must…") are also
+   refused in a fact's subject (shown alone as a profile name) and in threads and snapshots
+   (gate_orders), which may hold a one-off request but are injected as the agent's own words.
 
 Before all of them, and whoever judges, text that would act on the agent when injected is refused
 as an injection: overriding its instructions ("ignore previous instructions", 忽略之前的指令,
@@ -15,8 +18,10 @@ This check is deterministic and runs even when the LLM judges, so memory text ca
 judge out of it.
 
 Hard checks: predicate `[a-z][a-z0-9_]{1,40}`, value ≤ 60 characters, not an empty phrase ("要小心",
-"be careful"). The questions are asked in that order (readability first: a fragment that also
-lacks a subject is, first of all, a fragment). Rules cover Chinese, Japanese, Spanish and English.
+"be careful"); a standalone text (not a fact's value) of nothing but small talk, stop words or one
+unit over and over ("hi", "sounds good", "好的，继续吧", "了解です", "hahaha") is empty too. The
+questions are asked in that order (readability first: a fragment that also lacks a subject is,
+first of all, a fragment). Rules cover Chinese, Japanese, Spanish and English.
 
 An LLM judge can replace the rules for the three questions (settings.TIDELINE_GATE_USE_LLM); any
 LLM failure — unavailable, timeout, HTTP error, invalid JSON, an answer outside the allowed set —
@@ -30,6 +35,7 @@ from enum import StrEnum
 
 from memory.models import Actor
 from memory.models.memories import FACT_VALUE_MAX_CHARS, PREDICATE_PATTERN
+from memory.search.text import CHINESE_STOPWORDS, ENGLISH_STOPWORDS, SPANISH_STOPWORDS, text_terms
 from memory.services.llm import LLMUnavailable, llm_complete_json
 
 
@@ -146,26 +152,52 @@ _CAPITALISED = re.compile(r"(?<=[\s,;(（、，])([A-Z][\w-]+)")
 _LATIN_WORD_IN_CJK = re.compile(r"[A-Za-z][A-Za-z0-9]+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff]")
 
-# Imperatives at the start. English and Spanish verbs are the ones that are rarely a noun opening
-# a fact ("Commit messages…", "Stop words…", "Deploy runs…" stay facts).
-_INSTRUCTION = re.compile(
-    r"^(?:"
-    r"(?:你|您)(?!是|叫|好)|请|帮我|帮忙|麻烦|记得|别忘了|不要|别再|务必|赶紧|一定要|千万|切记|禁止"
+# Imperatives at the start, in two kinds. Standing orders and words addressed to the assistant
+# ("Always…", "Never…", "You…", "你…", "あなたは…", "Siempre…") change how it behaves from then on;
+# one-off requests ("Check…", "Please…", "请…") ask for a piece of work. A memory is neither. A
+# thread or a snapshot may well be the second (a DREAM thread is a direction: "Check the import's
+# error log"), never the first. English and Spanish verbs are the ones that are rarely a noun
+# opening a fact ("Commit messages…", "Stop words…", "Deploy runs…" stay facts).
+_ORDER_WORDS = (
+    r"(?:你|您)(?!是|叫|好)|不要|别再|务必|一定要|千万|切记|禁止"
     r"|(?:永远|始终|总是|每次|一律|绝对)都?(?:要|不要|别|必须|不能|不准|先)"
-    r"|(?:あなた|君|きみ)は?|まず.*して|次に.*して"
-    r"|(?:por favor|recuerda|no olvides|haz|revisa|cambia|corrige|arregla|comprueba"
-    r"|asegúrate|puedes|podrías|debes|tienes que|tú|usted|siempre|nunca|jamás|ignora|olvida"
-    r"|borra|elimina|ejecuta|(?-i:[Uu]sa)|responde|contesta|dime|escribe|instala|evita"
+    # A name like 君島 is not "you".
+    r"|(?:あなた|きみ)は?|君(?=[はがにのもを、,\s]|$)"
+    r"|(?:debes|tienes que|tú|usted|siempre|nunca|jamás|ignora|olvida"
     r"|no (?:hagas|uses|borres|elimines|ejecutes|cambies|toques|subas|digas|respondas))\b"
-    r"|(?:please|remember to|don't forget|make sure|you should|you need to|you must|can you"
-    r"|could you|go ahead|let's|fix|change|check|run|update|review|try)\b"
-    r"|(?:always|never|do not|don't|dont|ignore|disregard|forget|delete|remove|erase|wipe"
-    r"|execute|respond|say|tell|reveal|avoid|ensure|send|obey|pretend|refuse"
-    r"|(?-i:[Uu]se)(?! of\b| cases?\b))(?=\s)"
+    r"|(?:you should|you need to|you must)\b"
+    r"|(?:always|never|do not(?! forget)|don't(?! forget)|dont|ignore|disregard|forget|obey"
+    r"|pretend|refuse)(?=\s)"
     r"|you\b(?!'re| are| were)"
-    r")",
+)
+_TASK_WORDS = (
+    r"请|帮我|帮忙|麻烦|记得|别忘了|赶紧"
+    r"|まず.*して|次に.*して"
+    r"|(?:por favor|recuerda|no olvides|haz|revisa|cambia|corrige|arregla|comprueba|asegúrate"
+    r"|puedes|podrías|borra|elimina|ejecuta|(?-i:[Uu]sa)|responde|contesta|dime|escribe|instala"
+    r"|evita)\b"
+    r"|(?:please|remember to|don't forget|do not forget|make sure|can you|could you|go ahead"
+    r"|let's|fix|change|check|run|update|review|try)\b"
+    r"|(?:delete|remove|erase|wipe|execute|respond|say|tell|reveal|avoid|ensure|send"
+    r"|(?-i:[Uu]se)(?! of\b| cases?\b))(?=\s)"
+)
+_FROM_NOW_ON = (
+    r"(?:from now on|from here on(?: out)?|going forward|henceforth|in (?:the )?future"
+    r"|de ahora en adelante|a partir de ahora|desde ahora|从现在开始|从现在起|从今以后|今后|以后"
+    r"|今後|これからは?|今から)"
+)
+_LEAD = rf"(?:(?:please|pls|por favor|{_FROM_NOW_ON})[\s,，、:：]*)*"
+_ORDER = re.compile(
+    rf"^{_LEAD}(?:{_ORDER_WORDS})"
+    # "From now on" makes any request a standing order ("From now on, answer in pirate speak"),
+    # and so does "always" straight after one ("Responde siempre en inglés").
+    rf"|^{_LEAD}{_FROM_NOW_ON}[\s,，、:：]*(?:{_TASK_WORDS}"
+    r"|(?:answer|reply|speak|talk|write|act|behave|be|habla|sé)\b)"
+    rf"|^{_LEAD}(?:{_TASK_WORDS})[\s,，、]*(?:(?:always|never|siempre|nunca|jamás)\b"
+    r"|永远|始终|总是|每次|一律|いつも|必ず|常に)",
     re.IGNORECASE,
 )
+_TASK = re.compile(rf"^(?:{_TASK_WORDS})", re.IGNORECASE)
 # Obligations put on the assistant anywhere in the text.
 _INSTRUCTION_ANYWHERE = re.compile(
     r"\byou\s+(?:must|should|shall|have to|are required to|are not allowed to|must not"
@@ -178,10 +210,10 @@ _INSTRUCTION_ANYWHERE = re.compile(
     r"|\b(?:el|la)\s+asistente\s+(?:debe|tiene que)\b",
     re.IGNORECASE,
 )
-_INSTRUCTION_END = re.compile(
-    r"(?:[てで](?:ください|下さい)|なさい|してね|しろ|せよ|お願いします?"
-    r"|してはいけない|してはならない|するな|しないで)[。！!]?$"
+_COMMAND_END = re.compile(
+    r"(?:なさい|しろ|せよ|するな|してはいけない|してはならない|しないで(?:ください|下さい)?)[。！!]?$"
 )
+_REQUEST_END = re.compile(r"(?:[てで](?:ください|下さい)|してね|お願いします?)[。！!]?$")
 
 # What would act on the agent once injected. Matched on _plain text (NFKC, invisible characters
 # dropped, lookalike angle brackets folded to < >), anywhere in it.
@@ -295,6 +327,382 @@ _EMPTY_PHRASES = {
 }
 _PUNCTUATION_EDGES = " \t\r\n。．.!！?？,，、;；:：~～-—「」『』\"'“”()（）[]【】"
 
+# Small talk: greetings, thanks, acknowledgements, interjections and the words that only keep a
+# conversation going ("continue", "go on"). A standalone memory (a narrative, a captured utterance)
+# made of nothing else says nothing; a fact's value is read with its subject and predicate
+# (lives_in: Nice, dark_mode: fine), so these never empty a fact. Casefolded; a stretched word
+# ("hmmmm", "thanksss", "cooool") is looked up with its runs shortened.
+_SMALL_TALK = frozenset(
+    {
+        # en
+        *[
+            "hi",
+            "hey",
+            "heya",
+            "hello",
+            "hallo",
+            "hiya",
+            "howdy",
+            "yo",
+            "sup",
+            "greetings",
+            "morning",
+            "evening",
+            "bye",
+            "goodbye",
+            "cya",
+            "thanks",
+            "thank",
+            "thx",
+            "ty",
+            "tysm",
+            "cheers",
+            "ok",
+            "okay",
+            "okey",
+            "okie",
+            "k",
+            "kk",
+            "yes",
+            "yeah",
+            "yep",
+            "yup",
+            "ya",
+            "yea",
+            "ye",
+            "nope",
+            "nah",
+            "sure",
+            "fine",
+            "cool",
+            "nice",
+            "great",
+            "awesome",
+            "perfect",
+            "good",
+            "excellent",
+            "amazing",
+            "wonderful",
+            "lovely",
+            "neat",
+            "sweet",
+            "alright",
+            "right",
+            "gotcha",
+            "noted",
+            "understood",
+            "agreed",
+            "correct",
+            "exactly",
+            "indeed",
+            "absolutely",
+            "definitely",
+            "totally",
+            "true",
+            "lol",
+            "lmao",
+            "lmfao",
+            "rofl",
+            "haha",
+            "hehe",
+            "heh",
+            "hah",
+            "hmm",
+            "hm",
+            "umm",
+            "um",
+            "uh",
+            "uhh",
+            "huh",
+            "oh",
+            "ooh",
+            "ah",
+            "ahh",
+            "aha",
+            "wow",
+            "whoa",
+            "oops",
+            "ugh",
+            "meh",
+            "welp",
+            "well",
+            "yay",
+            "continue",
+            "proceed",
+            "next",
+            "resume",
+            "go",
+            "ahead",
+            "carry",
+            "keep",
+            "going",
+            "more",
+            "please",
+            "pls",
+            "plz",
+            "lgtm",
+            "ack",
+            "roger",
+            "let's",
+            "lets",
+            "whatever",
+            "same",
+            "nevermind",
+        ],
+        "thank you",
+        "thank you so much",
+        "thanks a lot",
+        "many thanks",
+        "sounds good",
+        "sounds great",
+        "sounds fine",
+        "sounds perfect",
+        "looks good",
+        "looks great",
+        "looks good to me",
+        "makes sense",
+        "that makes sense",
+        "got it",
+        "go on",
+        "keep going",
+        "carry on",
+        "let's go",
+        "let's do it",
+        "do it",
+        "good job",
+        "great job",
+        "well done",
+        "nice one",
+        "good morning",
+        "good afternoon",
+        "good evening",
+        "good night",
+        "see you",
+        "see ya",
+        "no problem",
+        "no worries",
+        "of course",
+        "all good",
+        "all right",
+        "i see",
+        "fair enough",
+        "you're welcome",
+        "my bad",
+        "never mind",
+        # es
+        *[
+            "hola",
+            "buenas",
+            "adiós",
+            "chao",
+            "chau",
+            "gracias",
+            "vale",
+            "claro",
+            "bueno",
+            "perfecto",
+            "genial",
+            "entendido",
+            "listo",
+            "dale",
+            "venga",
+            "vamos",
+            "continúa",
+            "continúe",
+            "sigue",
+            "siga",
+            "seguimos",
+            "adelante",
+            "siguiente",
+            "más",
+            "mmm",
+            "ajá",
+            "eh",
+            "uf",
+            "vaya",
+            "guay",
+            "bien",
+            "estupendo",
+            "excelente",
+            "jaja",
+            "jeje",
+            "okey",
+            "exacto",
+            "cierto",
+            "correcto",
+            "igualmente",
+        ],
+        "buenos días",
+        "buenas tardes",
+        "buenas noches",
+        "hasta luego",
+        "muchas gracias",
+        "mil gracias",
+        "de acuerdo",
+        "muy bien",
+        "por supuesto",
+        "sin problema",
+        "no pasa nada",
+        "qué bien",
+        "de nada",
+        "buen trabajo",
+        # zh
+        *[
+            "你好",
+            "您好",
+            "哈喽",
+            "哈啰",
+            "早上好",
+            "早安",
+            "中午好",
+            "下午好",
+            "晚上好",
+            "晚安",
+            "再见",
+            "拜拜",
+            "回见",
+            "谢谢",
+            "多谢",
+            "感谢",
+            "谢了",
+            "辛苦",
+            "辛苦了",
+            "好的",
+            "好吧",
+            "好啊",
+            "好嘞",
+            "好滴",
+            "行吧",
+            "可以",
+            "呵呵",
+            "嘻嘻",
+            "对的",
+            "对啊",
+            "是的",
+            "没错",
+            "收到",
+            "明白",
+            "明白了",
+            "了解",
+            "知道",
+            "知道了",
+            "懂了",
+            "继续",
+            "接着",
+            "然后呢",
+            "下一步",
+            "加油",
+            "不错",
+            "很好",
+            "太好了",
+            "太棒了",
+            "厉害",
+            "完美",
+            "没问题",
+            "当然",
+            "来吧",
+            "开始吧",
+            "随便",
+            "算了",
+        ],
+        # ja
+        *[
+            "こんにちは",
+            "こんばんは",
+            "おはよう",
+            "おはようございます",
+            "さようなら",
+            "またね",
+            "じゃあね",
+            "ありがとう",
+            "ありがとうございます",
+            "ありがとうございました",
+            "どうも",
+            "どうもありがとう",
+            "お疲れ様",
+            "お疲れ様です",
+            "お疲れ様でした",
+            "お疲れさま",
+            "お疲れさまです",
+            "おつかれ",
+            "よろしく",
+            "よろしくお願いします",
+            "はい",
+            "うん",
+            "ええ",
+            "そう",
+            "そうですね",
+            "そうだね",
+            "そっか",
+            "なるほど",
+            "いいね",
+            "いいですね",
+            "いいよ",
+            "了解",
+            "了解です",
+            "了解しました",
+            "承知しました",
+            "かしこまりました",
+            "わかった",
+            "わかりました",
+            "分かりました",
+            "分かった",
+            "続けて",
+            "続けてください",
+            "続き",
+            "続きを",
+            "続きをお願いします",
+            "どうぞ",
+            "すごい",
+            "すごいね",
+            "さすが",
+            "草",
+            "へえ",
+            "へー",
+            "ふむ",
+            "うーん",
+            "えーと",
+            "えっと",
+            "あの",
+            "まあ",
+            "おお",
+            "おー",
+            "やった",
+            "最高",
+            "完璧",
+            "大丈夫",
+            "問題ない",
+            "次",
+            "次へ",
+        ],
+    }
+)
+# One-character Chinese small talk ("好", "对", "嗯") is a word only in Chinese: in Japanese the same
+# character starts a word of its own (好き, 行く, 早く).
+_CHINESE_SMALL_TALK = frozenset("嗨早好行嗯哦噢喔啊呃额哈嘿对是懂棒牛")
+# Interjections that are stretched in more than one place ("lololol", "mhm", "ermmm").
+_INTERJECTION = re.compile(r"(?:l+o+)+l+|m+h+m+|e+r+m+|u+h+m+|z+|w+", re.IGNORECASE)
+_STRETCHED = re.compile(r"(.)\1{2,}")
+_STOPWORDS = frozenset(
+    unicodedata.normalize("NFKC", word).casefold()
+    for word in ENGLISH_STOPWORDS | SPANISH_STOPWORDS | CHINESE_STOPWORDS
+)
+# Pieces of a message, each of which may be small talk on its own ("ok, thanks!", "好的，继续吧").
+_SEGMENT_BREAK = re.compile(
+    r"[,，、。!！?？;；:：…~～()（）\[\]【】「」『』\"“”]+|\.(?=\s|$)|\s[-—–]+\s"
+)
+_HAN_OR_KANA_RUN = re.compile(
+    r"[\u3005\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+"
+)
+_KANA = re.compile(r"[\u3040-\u30ff\u31f0-\u31ff]")
+# Japanese has no spaces: a run of one script stands for a word. Hiragana is mostly particles and
+# endings, so a short run of it (が, です) is none.
+_JAPANESE_WORD = re.compile(
+    r"[\u3005\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+|[\u30a0-\u30ff\u31f0-\u31ff]+"
+    r"|[\u3040-\u309f]{3,}"
+)
+_LATIN_WORD = re.compile(r"[^\W_]+(?:['’.\-_/+:@][^\W_]+)*")
+
 
 # Every line break a renderer or an agent shows as one (str.splitlines()'s set): the injection
 # patterns anchored at a line start must see "notes\u2028SYSTEM: …" as a new line, as a reader does.
@@ -335,6 +743,73 @@ def _is_empty_phrase(text: str) -> bool:
     return not core or core in _EMPTY_PHRASES
 
 
+def _one_unit_repeated(text: str) -> bool:
+    """`text` is one unit said at least twice, the last time perhaps cut short ("hahah", "哈哈哈",
+    "aaaa…", "word word word", a pasted run cut at any length, for units of up to 16 characters).
+    Not for numbers: "2020" and port "22" say something."""
+    if len(text) < 2 or any(char.isdigit() for char in text):
+        return False
+    for end in range(len(text), max(len(text) - 16, 1), -1):
+        whole = text[:end]
+        period = (whole + whole).find(whole, 1)
+        if period < end and text[end:] == whole[: len(text) - end]:
+            return True
+    return False
+
+
+def _small_talk_word(word: str) -> bool:
+    """`word` (or a whole segment) is small talk: in the list, stretched from a word in it, an
+    interjection, or one unit over and over."""
+    if word in _SMALL_TALK or _INTERJECTION.fullmatch(word):
+        return True
+    if (
+        _STRETCHED.search(word)
+        and {
+            _STRETCHED.sub(r"\1", word),
+            _STRETCHED.sub(r"\1\1", word),
+        }
+        & _SMALL_TALK
+    ):
+        return True
+    return _one_unit_repeated("".join(word.split()))
+
+
+def _words(segment: str, *, japanese: bool) -> list[str]:
+    """The words of a segment that say something, casefolded: Latin-script words, Chinese words as
+    the search index cuts them (jieba, its stop words dropped), Japanese runs of one script;
+    neither stop words nor small talk. A number counts as a word."""
+    words: list[str] = []
+    position = 0
+    for run in _HAN_OR_KANA_RUN.finditer(segment):
+        words += _LATIN_WORD.findall(segment[position : run.start()])
+        if japanese:
+            words += _JAPANESE_WORD.findall(run.group())
+        else:
+            words += [word for word in text_terms(run.group()) if word not in _CHINESE_SMALL_TALK]
+        position = run.end()
+    words += _LATIN_WORD.findall(segment[position:])
+    return [word for word in words if word not in _STOPWORDS and not _small_talk_word(word)]
+
+
+def _content_words(text: str) -> set[str]:
+    """The different words of `text` that say something, in segments that are not small talk as
+    a whole."""
+    text = _clean(text).casefold()
+    japanese = bool(_KANA.search(text))
+    found: set[str] = set()
+    for segment in _SEGMENT_BREAK.split(text):
+        segment = " ".join(segment.split())
+        if segment and not _small_talk_word(segment):
+            found.update(_words(segment, japanese=japanese))
+    return found
+
+
+def gate_content_words(*, text: str) -> int:
+    """How many different words of `text` say something (see _content_words). The gate refuses a
+    standalone text with none; a captured utterance needs more to become a memory (inbox)."""
+    return len(_content_words(text))
+
+
 def _fragment(text: str) -> str:
     if match := _ELLIPSIS.search(text):
         return match.group(0)
@@ -361,12 +836,19 @@ def _unclear_subject(text: str, subject: str | None) -> str:
     return ""
 
 
+def _order(text: str) -> str:
+    """A standing order or an obligation put on the assistant, as evidence; "" if none."""
+    if match := _INSTRUCTION_ANYWHERE.search(text) or _ORDER.match(text):
+        return match.group(0)
+    if match := _COMMAND_END.search(text):
+        return match.group(0)
+    return ""
+
+
 def _instruction(text: str) -> str:
-    if match := _INSTRUCTION_ANYWHERE.search(text):
-        return match.group(0)
-    if match := _INSTRUCTION.match(text):
-        return match.group(0)
-    if match := _INSTRUCTION_END.search(text):
+    if evidence := _order(text):
+        return evidence
+    if match := _TASK.match(text) or _REQUEST_END.search(text):
         return match.group(0)
     return ""
 
@@ -380,6 +862,22 @@ def gate_injection(*, texts: list[str | None]) -> GateVerdict:
     return GateVerdict(GateReason.PASSED)
 
 
+# Where a sentence ends, for text of many (a snapshot): each is judged on its own, so an order is
+# not hidden behind an opening line.
+_SENTENCE_BREAK = re.compile(r"\n|(?<=[。！？!?])|(?<=[.;；])\s+")
+
+
+def gate_orders(*, text: str) -> GateVerdict:
+    """Refuse a standing order or an obligation put on the assistant ("From now on, always…",
+    "You must…", "你必须…", "〜しなさい"), in any sentence of `text`: the instruction question for
+    text injected as the agent's own (threads and snapshots, T0). A one-off request passes, as a
+    thread is one ("Check the import's error log"). Deterministic."""
+    for sentence in _SENTENCE_BREAK.split(_visible(text)):
+        if evidence := _order(sentence.strip()):
+            return GateVerdict(GateReason.INSTRUCTION, evidence=evidence[:80])
+    return GateVerdict(GateReason.PASSED)
+
+
 def gate_rules(*, text: str, subject: str | None = None) -> GateVerdict:
     """The injection check, the three questions by rule, then the empty-phrase check. `subject`
     is who a fact is about (its profile); narratives pass None and must name their subject in
@@ -387,10 +885,12 @@ def gate_rules(*, text: str, subject: str | None = None) -> GateVerdict:
     injection = gate_injection(texts=[text, subject])
     if not injection.passed:
         return injection
-    return _questions_by_rule(text=text, subject=subject)
+    return _questions_by_rule(text=text, subject=subject, standalone=subject is None)
 
 
-def _questions_by_rule(*, text: str, subject: str | None) -> GateVerdict:
+def _questions_by_rule(*, text: str, subject: str | None, standalone: bool) -> GateVerdict:
+    """`standalone`: `text` is the whole memory (a narrative), not a fact's value read with its
+    subject and predicate, so small talk empties it."""
     text = _clean(text)
     if evidence := _fragment(text):
         return GateVerdict(GateReason.NO_CONTEXT, evidence=evidence[:80])
@@ -398,7 +898,12 @@ def _questions_by_rule(*, text: str, subject: str | None) -> GateVerdict:
         return GateVerdict(GateReason.NO_SUBJECT, evidence=evidence[:80])
     if evidence := _instruction(text):
         return GateVerdict(GateReason.INSTRUCTION, evidence=evidence[:80])
-    if _is_empty_phrase(text):
+    # The subject is shown on its own as a profile name (T3, /profiles), where an order acts on
+    # the agent as one in the text would. Only an order: a one-off verb starts real names
+    # ("Review Board", "Run Club").
+    if subject is not None and (evidence := _order(_clean(subject))):
+        return GateVerdict(GateReason.INSTRUCTION, evidence=evidence[:80])
+    if _is_empty_phrase(text) or (standalone and not _content_words(text)):
         return GateVerdict(GateReason.EMPTY_PHRASE, evidence=text[:80])
     return GateVerdict(GateReason.PASSED)
 
@@ -457,4 +962,6 @@ def gate_check(
             return verdict
     if use_llm and (verdict := _gate_llm(text=_clean(text), subject=subject)) is not None:
         return verdict
-    return _questions_by_rule(text=text, subject=subject)
+    return _questions_by_rule(
+        text=text, subject=subject, standalone=subject is None and value is None
+    )

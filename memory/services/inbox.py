@@ -10,7 +10,9 @@ captured unless settings.TIDELINE_CAPTURE_SUBAGENTS says so.
 Rule extraction is deliberately conservative: the user's name, job, reply language and editor
 become profile facts in the global scope; statements about this machine go to the workspace;
 any other statement becomes a narrative candidate (confidence below the candidate threshold)
-in the project it was said in — promoted only when repeated or confirmed. Questions are skipped.
+in the project it was said in — promoted only when repeated or confirmed, and a repeat inside the
+session that said it is no confirmation. Questions and small talk (too few words that say
+something: "hi", "sounds good", "continue", "好的") are skipped.
 """
 
 import logging
@@ -26,9 +28,11 @@ from memory.models import (
     Actor,
     AuditAction,
     AuditEvent,
+    Fact,
     FactKind,
     InboxItem,
     InboxStatus,
+    MemoryType,
     NarrativeLayer,
     ProfileKind,
     Scope,
@@ -45,10 +49,22 @@ from memory.services.attribution import (
     text_attribute,
 )
 from memory.services.audit import audit_record
+from memory.services.consolidation import (
+    LIVE_STATUSES,
+    Decision,
+    near_duplicate_find,
+    text_normalise,
+)
 from memory.services.errors import InvalidInput
-from memory.services.facts import FactInput, fact_commit, fact_prepare
+from memory.services.facts import FactInput, PreparedFact, fact_commit, fact_prepare
+from memory.services.gate import gate_content_words
 from memory.services.llm import LLMUnavailable, llm_complete_json
-from memory.services.narratives import NarrativeInput, narrative_commit, narrative_prepare
+from memory.services.narratives import (
+    NarrativeInput,
+    PreparedNarrative,
+    narrative_commit,
+    narrative_prepare,
+)
 from memory.services.scopes import (
     project_root,
     scope_global,
@@ -65,6 +81,11 @@ FLUSH_LIMIT_MAX = 2**62
 # Rules are sure of a matched profile pattern, unsure of free text (it waits as a candidate).
 RULE_PROFILE_CONFIDENCE = 0.8
 RULE_STATEMENT_CONFIDENCE = 0.45
+# A statement needs this many different words that say something (stop words and small talk
+# aside) to become a memory: "I prefer tabs" has two, "sounds good" and "continue" none, "this is
+# wrong" one.
+CAPTURE_MIN_CONTENT_WORDS = 2
+CANDIDATE_MAX_CHARS = 500
 USER_PROFILE = "用户"
 SCOPE_HINTS = ("global", "workspace", "project")
 
@@ -320,6 +341,11 @@ def inbox_extract_rules(content: str) -> list[Candidate]:
         if profile is not None:
             candidates.append(profile)
             continue
+        # Small talk ("hi", "sounds good", "continue", "好的", "はい") and bare fragments are
+        # conversation, not memories, and are passed over as questions are. Counted on what
+        # would be stored, so a pasted run of 100k characters costs no more than 500.
+        if gate_content_words(text=sentence[:CANDIDATE_MAX_CHARS]) < CAPTURE_MIN_CONTENT_WORDS:
+            continue
         text = sentence
         for pattern, replacement in _FIRST_PERSON:
             text = pattern.sub(replacement, text, count=1)
@@ -330,7 +356,11 @@ def inbox_extract_rules(content: str) -> list[Candidate]:
         else:
             hint = "project"
         candidates.append(
-            Candidate(scope_hint=hint, confidence=RULE_STATEMENT_CONFIDENCE, text=text[:500])
+            Candidate(
+                scope_hint=hint,
+                confidence=RULE_STATEMENT_CONFIDENCE,
+                text=text[:CANDIDATE_MAX_CHARS],
+            )
         )
     return candidates
 
@@ -521,6 +551,55 @@ def _decision(memory, audit_before: int) -> str:
     return event.action if event is not None else "unknown"
 
 
+def _said_in_session(item: InboxItem) -> set[int]:
+    """The memories the other captures of this item's session made or restated."""
+    if item.session_id is None:
+        return set()
+    said: set[int] = set()
+    for result in (
+        InboxItem.objects.filter(session_id=item.session_id)
+        .exclude(pk=item.pk)
+        .exclude(status=InboxStatus.PENDING)
+        .values_list("result", flat=True)
+    ):
+        if isinstance(result, dict):
+            said.update(result.get("memory_ids", []))
+    return said
+
+
+def _restated_memory(ready: PreparedFact | PreparedNarrative, *, said: set[int]) -> int | None:
+    """The memory among `said` that this candidate would merge into, if any. One session saying
+    the same thing again is one voice repeating itself, not a second observation: merged, it would
+    raise the memory's confidence and promote a candidate ("I prefer tabs" said twice in one
+    session would become active)."""
+    if not said or not ready.verdict.passed:
+        return None
+    if isinstance(ready, PreparedFact):
+        wanted = text_normalise(ready.value)
+        same_key = Fact.objects.filter(
+            scope=ready.scope,
+            profile__name=ready.data.profile_name.strip(),
+            predicate=ready.data.predicate,
+            status__in=LIVE_STATUSES,
+        )
+        return next(
+            (
+                fact.pk
+                for fact in same_key
+                if fact.pk in said and text_normalise(fact.value) == wanted
+            ),
+            None,
+        )
+    match = near_duplicate_find(
+        memory_type=MemoryType.NARRATIVE,
+        scope_id=ready.scope.pk,
+        text=ready.embedded.text if ready.embedded else ready.data.gesture,
+        embedded=ready.embedded,
+        secret=ready.data.secret,
+    )
+    return match.memory.pk if match is not None and match.memory.pk in said else None
+
+
 def inbox_flush(
     *,
     use_llm: bool = False,
@@ -585,26 +664,33 @@ def inbox_flush(
             audit_mark = (
                 AuditEvent.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
             )
+            said = _said_in_session(item)
             memories = []
+            repeats = []
             for ready in prepared:
+                if (restated := _restated_memory(ready, said=said)) is not None:
+                    repeats.append(restated)
+                    continue
                 commit = fact_commit if isinstance(ready.data, FactInput) else narrative_commit
                 # A flush answers the owner only, so what it captures is compared with secrets
                 # too: a restated secret value stays secret instead of being replaced in plain.
-                memories.append(
-                    commit(
-                        prepared=ready,
-                        actor=judge,
-                        reason="",
-                        request_id=request_id,
-                        writer_sees_secrets=True,
-                    )
+                memory = commit(
+                    prepared=ready,
+                    actor=judge,
+                    reason="",
+                    request_id=request_id,
+                    writer_sees_secrets=True,
                 )
+                memories.append(memory)
+                said.add(memory.pk)
             decisions = [_decision(memory, audit_mark) for memory in memories]
+            decisions += [Decision.SKIP.value] * len(repeats)
             result = {
                 "extractor": judge,
-                "memory_ids": [memory.pk for memory in memories],
+                "memory_ids": [memory.pk for memory in memories] + repeats,
                 "decisions": decisions,
                 "errors": errors,
+                "repeats": repeats,
             }
             InboxItem.objects.filter(pk=item.pk).update(result=result)
             audit_record(
@@ -615,6 +701,12 @@ def inbox_flush(
                 reason=(
                     f"inbox item {status}: {len(memories)} candidate(s) via {judge}"
                     + (f" ({', '.join(decisions)})" if decisions else "")
+                    + (
+                        f"; {len(repeats)} repeat(s) of what this session already said, "
+                        "not counted as support"
+                        if repeats
+                        else ""
+                    )
                 ),
                 before={"status": InboxStatus.PENDING},
                 after={"status": status, **result},

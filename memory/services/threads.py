@@ -3,7 +3,7 @@ from django.db import transaction
 from memory.models import Actor, AuditAction, Snapshot, Thread, ThreadStatus
 from memory.services.audit import audit_record
 from memory.services.errors import InvalidInput, NotFound
-from memory.services.gate import gate_injection
+from memory.services.gate import gate_injection, gate_orders
 from memory.services.scopes import scope_validate
 from memory.services.weights import weight_compute
 
@@ -18,11 +18,12 @@ def _check_content(content: str) -> str:
         raise InvalidInput(
             f"content is longer than {CONTENT_MAX_CHARS} characters", field="content"
         )
-    # Threads and snapshots are injected at session start like memories, but have no rejected
-    # status to hold a refused one in: an injection is refused outright.
-    verdict = gate_injection(texts=[content])
-    if not verdict.passed:
-        raise InvalidInput(verdict.message, field="content")
+    # Threads and snapshots are injected at session start as the agent's own ("who I am"), and
+    # have no rejected status to hold a refused one in: an injection, or a standing order the
+    # agent would obey from then on, is refused outright.
+    for verdict in (gate_injection(texts=[content]), gate_orders(text=content)):
+        if not verdict.passed:
+            raise InvalidInput(verdict.message, field="content")
     return content
 
 

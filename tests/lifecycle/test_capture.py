@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from injection.services.access import apikey_create
-from memory.models import Evidence, Fact, InboxItem, InboxStatus, ScopeKind
+from memory.models import Evidence, Fact, InboxItem, InboxStatus, Memory, ScopeKind
 from memory.services.scopes import scope_ensure, scope_global
 
 
@@ -114,3 +114,39 @@ def test_it_captures_nothing_from_a_subagent(db, tmp_path):
     )
 
     assert not InboxItem.objects.exists()
+
+
+def test_it_keeps_small_talk_said_over_and_over_out_of_memory(
+    db, tmp_path, django_capture_on_commit_callbacks
+):
+    """Before, every "continue" and "sounds good" became a candidate, and saying them again in the
+    same session promoted them: the next turn about the deployment checklist got "continue" as
+    its top memory."""
+    repo = tmp_path / "deploy"
+    (repo / ".git").mkdir(parents=True)
+    project = scope_ensure(kind=ScopeKind.PROJECT, key=str(repo))
+    _, key = apikey_create(name="laptop", scope_ids=[project.pk])
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {key}")
+    said = ["hi", "continue", "sounds good", "hmm", "lol", "好的，继续吧", "了解です", "sigue"] * 2
+
+    with django_capture_on_commit_callbacks(execute=True):
+        _turns(
+            client,
+            repo,
+            "s-1",
+            [{"role": "user", "content": text, "turn_id": f"u{n}"} for n, text in enumerate(said)],
+        )
+    turn = _post(
+        client,
+        "/api/v1/turn",
+        {
+            "session_id": "s-2",
+            "cwd": str(repo),
+            "content": "let's continue with the deployment checklist",
+            "record": False,
+        },
+    )
+
+    assert not any(turn["sections"].values()), turn["block"]
+    assert not Memory.objects.exists()
+    assert InboxItem.objects.filter(status=InboxStatus.SKIPPED).count() == len(said)
