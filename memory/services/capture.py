@@ -12,6 +12,10 @@ from django.db import transaction
 from memory.models import ContextTurn, InboxItem, Session, SessionOrigin
 
 CAPTURED_ROLES = ("user",)
+# What the inbox takes from an agent directly (memory/services/inbox.py INBOX_MAX_CHARS). A turn
+# longer than that is a paste (a log, a file, a transcript), not something the owner said about
+# themselves or the work; capturing it queued 100k characters for the rules, or the LLM, to read.
+CAPTURED_MAX_CHARS = 20_000
 # Claude Code writes slash commands and their local output into the transcript as user lines
 # ("<command-name>/clear</command-name>", "<local-command-stdout>…"); they are not conversation.
 COMMAND_ECHO_PREFIXES = (
@@ -55,7 +59,10 @@ def turns_capture(*, session: Session, turns: list[ContextTurn]) -> list[InboxIt
     wanted = [
         turn
         for turn in turns
-        if turn.role in CAPTURED_ROLES and turn.content.strip() and not command_echo(turn.content)
+        if turn.role in CAPTURED_ROLES
+        and turn.content.strip()
+        and len(turn.content) <= CAPTURED_MAX_CHARS
+        and not command_echo(turn.content)
     ]
     if not wanted:
         return []

@@ -49,6 +49,7 @@ from memory.services.attribution import (
     text_attribute,
 )
 from memory.services.audit import audit_record
+from memory.services.capture import CAPTURED_MAX_CHARS
 from memory.services.consolidation import (
     LIVE_STATUSES,
     Decision,
@@ -75,7 +76,7 @@ from memory.services.scopes import (
 
 logger = logging.getLogger("tideline.inbox")
 
-INBOX_MAX_CHARS = 20_000
+INBOX_MAX_CHARS = CAPTURED_MAX_CHARS
 # A SQL LIMIT must fit a 64-bit integer on both databases.
 FLUSH_LIMIT_MAX = 2**62
 # Rules are sure of a matched profile pattern, unsure of free text (it waits as a candidate).

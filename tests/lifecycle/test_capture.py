@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from injection.services.access import apikey_create
-from memory.models import Evidence, Fact, InboxItem, InboxStatus, Memory, ScopeKind
+from memory.models import ContextTurn, Evidence, Fact, InboxItem, InboxStatus, Memory, ScopeKind
 from memory.services.scopes import scope_ensure, scope_global
 
 
@@ -150,3 +150,29 @@ def test_it_keeps_small_talk_said_over_and_over_out_of_memory(
     assert not any(turn["sections"].values()), turn["block"]
     assert not Memory.objects.exists()
     assert InboxItem.objects.filter(status=InboxStatus.SKIPPED).count() == len(said)
+
+
+def test_it_records_a_pasted_turn_longer_than_the_inbox_takes_without_capturing_it(db, tmp_path):
+    """Before, a 60,000-character paste was queued whole for the rules (or the LLM) to read,
+    while the inbox refuses more than 20,000 characters from an agent."""
+    repo = tmp_path / "archive"
+    (repo / ".git").mkdir(parents=True)
+    project = scope_ensure(kind=ScopeKind.PROJECT, key=str(repo))
+    _, key = apikey_create(name="laptop", scope_ids=[project.pk])
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {key}")
+    paste = "ERROR disk full on /var/lib/archive while indexing shard 7\n" * 1000
+
+    _turns(
+        client,
+        repo,
+        "s1",
+        [
+            {"role": "user", "content": paste, "turn_id": "u1"},
+            {"role": "user", "content": "I prefer helix as my editor", "turn_id": "u2"},
+        ],
+    )
+
+    assert ContextTurn.objects.filter(content=paste).exists()
+    assert list(InboxItem.objects.values_list("content", flat=True)) == [
+        "I prefer helix as my editor"
+    ]
