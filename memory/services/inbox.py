@@ -86,6 +86,11 @@ RULE_STATEMENT_CONFIDENCE = 0.45
 # aside) to become a memory: "I prefer tabs" has two, "sounds good" and "continue" none, "this is
 # wrong" one.
 CAPTURE_MIN_CONTENT_WORDS = 2
+# Said of oneself, one word is enough: "I'm vegetarian", "Soy zurdo", "我是左撇子", "東京在住です".
+_ABOUT_ONESELF = re.compile(
+    r"^(?:(?:i['’]m|i am|my|soy|estoy|tengo|vivo|mi)\b|我是|我有|我在|我叫|私は|僕は)|です[。!！]?$",
+    re.IGNORECASE,
+)
 CANDIDATE_MAX_CHARS = 500
 USER_PROFILE = "用户"
 SCOPE_HINTS = ("global", "workspace", "project")
@@ -221,7 +226,12 @@ _PROFILE_PATTERNS: list[tuple[re.Pattern, str, str, str]] = [
         "[hecho] El usuario se llama {v}",
     ),
     (
-        re.compile(rf"^(?:私の名前は|私は){_VALUE}(?:です|と申します|といいます){_TAIL}"),
+        # "私は…です" alone is any self-description (私はエンジニアです, 私は猫派です), which replaced
+        # the user's name: after 私は only the name forms are a name.
+        re.compile(
+            rf"^(?:私の名前は|私は(?=.+(?:と申します|といいます))){_VALUE}"
+            rf"(?:です|と申します|といいます){_TAIL}"
+        ),
         "name",
         FactKind.FACT,
         "[事実] ユーザーの名前は{v}",
@@ -345,7 +355,8 @@ def inbox_extract_rules(content: str) -> list[Candidate]:
         # Small talk ("hi", "sounds good", "continue", "好的", "はい") and bare fragments are
         # conversation, not memories, and are passed over as questions are. Counted on what
         # would be stored, so a pasted run of 100k characters costs no more than 500.
-        if gate_content_words(text=sentence[:CANDIDATE_MAX_CHARS]) < CAPTURE_MIN_CONTENT_WORDS:
+        needed = 1 if _ABOUT_ONESELF.search(sentence.strip()) else CAPTURE_MIN_CONTENT_WORDS
+        if gate_content_words(text=sentence[:CANDIDATE_MAX_CHARS]) < needed:
             continue
         text = sentence
         for pattern, replacement in _FIRST_PERSON:

@@ -122,3 +122,22 @@ def test_it_does_not_count_a_fact_one_session_restates_as_support(project_scope)
     name = Fact.objects.get(predicate="name", status=MemoryStatus.ACTIVE)
     assert name.confidence == RULE_PROFILE_CONFIDENCE
     assert InboxItem.objects.order_by("pk").last().result["repeats"] == [name.pk]
+
+
+@pytest.mark.parametrize(
+    "said", ["I'm vegetarian", "I’m left-handed", "Soy zurdo", "我是左撇子", "東京在住です"]
+)
+def test_it_captures_one_word_said_of_oneself(said):
+    """Before, "I'm vegetarian" had one content word, below capture's two, and was passed over."""
+    assert inbox_extract_rules(said)
+
+
+def test_it_does_not_take_a_japanese_self_description_for_the_users_name(project_scope):
+    """Before, 私は猫派です became name = 猫派 and replaced the user's real name."""
+    session = session_start(runtime="test", external_id="s-1", scope_id=project_scope.pk)
+    inbox_capture(content="私の名前は田中です", session_id=session.pk)
+    inbox_capture(content="私は猫派です", session_id=session.pk)
+    inbox_flush()
+
+    names = Fact.objects.filter(predicate="name").values_list("value", "status")
+    assert list(names) == [("田中", MemoryStatus.ACTIVE)]
