@@ -102,7 +102,9 @@ _PREDICATE = re.compile(PREDICATE_PATTERN)
 
 # Ellipses (trailing off or cutting in), and chains of colons from a pasted half-thought.
 _ELLIPSIS = re.compile(r"…|\.{3}|。。。|・・・")
-_COLONS = re.compile(r"[:：]")
+# A colon that introduces (a speaker's "A: … B: …", a label); not one inside a time (02:30:00) or an
+# address (fe80::1, [::]:443).
+_COLONS = re.compile(r"(?<![\d:\[\]])[:：](?![\d:\[])")
 _OPENING_CONNECTIVE = re.compile(
     r"^(?:"
     r"也|还有|另外|然后|所以|但是|不过|而且|那就|那么|就是说|对了|嗯|啊|呃"
@@ -184,7 +186,11 @@ _TASK_WORDS = (
     r"|puedes|podrías|borra|elimina|ejecuta|(?-i:[Uu]sa)|responde|contesta|dime|escribe|instala"
     r"|evita)\b"
     r"|(?:please|remember to|don't forget|do not forget|make sure|can you|could you|go ahead"
-    r"|let's|fix|change|check|run|update|review|try)\b"
+    r"|let's)\b"
+    # Verbs that are also the noun opening a report are a request only when not followed as a noun
+    # is: "Run 42 failed", "Fix for the BOM bug merged", "Check-in with Alice went well", "Update
+    # from Bob", "Review of PR #512", "Change of plans" are not.
+    r"|(?:fix|change|check|run|update|review|try)\b(?![-/])(?!\s+(?:(?:of|for|from)\b|#?\d))"
     r"|(?:delete|remove|erase|wipe|execute|respond|say|tell|reveal|avoid|ensure|send"
     r"|(?-i:[Uu]se)(?! of\b| cases?\b))(?=\s)"
 )
@@ -350,6 +356,13 @@ _EMPTY_PHRASES = {
     "noted",
     "fine",
 }
+# Cautions with nothing to be careful about (seed 003's 「要小心」) say nothing as a fact's value
+# either; the other empty phrases are answers ("yes", 可以, はい), which a fact's predicate gives a
+# meaning (prefers_dark_mode = yes, has_license = はい).
+_EMPTY_CAUTIONS = frozenset(
+    {"要小心", "小心", "注意", "注意一下", "要注意", "小心点", "気をつけて", "注意して"}
+    | {"ten cuidado", "cuidado", "be careful", "careful"}
+)
 _PUNCTUATION_EDGES = " \t\r\n。．.!！?？,，、;；:：~～-—「」『』\"'“”()（）[]【】"
 
 # Small talk: greetings, thanks, acknowledgements, interjections and the words that only keep a
@@ -769,10 +782,10 @@ def _has_name(text: str) -> bool:
     return bool(_CJK.search(text) and _LATIN_WORD_IN_CJK.search(text))
 
 
-def _is_empty_phrase(text: str) -> bool:
+def _is_empty_phrase(text: str, *, phrases: frozenset[str] | set[str] = _EMPTY_PHRASES) -> bool:
     core = _DEICTIC.sub("", text).strip(_PUNCTUATION_EDGES).casefold()
     core = re.sub(r"\s+", " ", core)
-    return not core or core in _EMPTY_PHRASES
+    return not core or core in phrases
 
 
 def _one_unit_repeated(text: str) -> bool:
@@ -961,7 +974,12 @@ def _questions_by_rule(*, text: str, subject: str | None, standalone: bool) -> G
         evidence := _as_written_or_simplified(_name_order, _clean(subject))
     ):
         return GateVerdict(GateReason.INSTRUCTION, evidence=evidence[:80])
-    if _is_empty_phrase(text) or (standalone and not _content_words(text)):
+    empty = (
+        _is_empty_phrase(text) or not _content_words(text)
+        if standalone
+        else _is_empty_phrase(text, phrases=_EMPTY_CAUTIONS)
+    )
+    if empty:
         return GateVerdict(GateReason.EMPTY_PHRASE, evidence=text[:80])
     return GateVerdict(GateReason.PASSED)
 

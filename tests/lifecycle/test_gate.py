@@ -524,3 +524,38 @@ def test_it_refuses_a_fact_whose_subject_is_an_order(project_scope, name):
     )
     # A name that merely starts with a verb is still a name.
     assert named.status == MemoryStatus.ACTIVE
+
+
+@pytest.mark.parametrize(
+    "gesture",
+    [
+        "Run 42 failed on CI due to OOM",
+        "Fix for the BOM bug merged in #88",
+        "Check-in with Alice went well; she approved the roadmap",
+        "Update from Bob: the vendor shipped the fix",
+        "Review of PR #512 found two race conditions",
+        "Outage from 14:05 to 14:40 was caused by a bad config push",
+        "Timeline: 10:00 deploy, 10:30 rollback",
+    ],
+)
+def test_it_keeps_a_narrative_that_opens_with_a_noun_or_tells_the_time(gesture):
+    """Before, a report opening with "Run", "Fix", "Check-in" was refused as a request, and two
+    times of day as a conversational fragment (two colons)."""
+    assert gate_rules(text=gesture).passed, gate_rules(text=gesture)
+
+
+@pytest.mark.parametrize(
+    ("predicate", "value"),
+    [("prefers_dark_mode", "yes"), ("has_license", "はい"), ("ok_with_overtime", "可以")],
+)
+def test_it_keeps_an_answer_as_a_facts_value_but_not_a_caution(predicate, value):
+    assert gate_rules(text=value, subject="user").passed
+    assert gate_rules(text="要小心", subject="user").reason == GateReason.EMPTY_PHRASE
+    assert gate_rules(text=value).reason == GateReason.EMPTY_PHRASE
+
+
+@pytest.mark.parametrize(
+    "text", ["Run the migrations before you deploy", "Try to reproduce the crash", "A: hi B: hey"]
+)
+def test_it_still_refuses_a_request_or_a_fragment(text):
+    assert not gate_rules(text=text).passed
