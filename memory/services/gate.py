@@ -905,11 +905,55 @@ def _name_order(name: str) -> str:
     if match := _INSTRUCTION_ANYWHERE.search(name):
         return match.group(0)
     words = name.split()
-    titled = all(word[:1].isupper() for word in words if word[:1].isalpha())
     long_enough = len(words) >= 4 or (bool(_CJK.search(name)) and len(name) >= 8)
-    if long_enough and not titled and (match := _ORDER.match(name)):
+    if long_enough and not _titled(name) and (match := _ORDER.match(name)):
         return match.group(0)
     return ""
+
+
+_TITLE_SMALL_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "and",
+        "or",
+        "to",
+        "in",
+        "on",
+        "at",
+        "for",
+        "de",
+        "del",
+        "y",
+        "e",
+        "la",
+        "el",
+        "los",
+        "las",
+    ]
+)
+
+
+def _titled(text: str) -> bool:
+    """Written as a title or a name ("Never Gonna Give You Up", "Run Club", "Siempre Así"): every
+    word capitalised but the small ones after the first."""
+    words = text.split()
+    return bool(words) and all(
+        word[:1].isupper() or not word[:1].isalpha() or (at and word in _TITLE_SMALL_WORDS)
+        for at, word in enumerate(words)
+    )
+
+
+def _value_instruction(value: str) -> str:
+    """The instruction question for a fact's value, read with its subject and predicate. A value
+    written as a title names something (favorite_song = "Never Gonna Give You Up", running_group
+    = "Run Club"), so only an obligation in it counts; otherwise as any text."""
+    if _titled(value):
+        match = _INSTRUCTION_ANYWHERE.search(value)
+        return match.group(0) if match else ""
+    return _instruction(value)
 
 
 def _instruction(text: str) -> str:
@@ -966,7 +1010,8 @@ def _questions_by_rule(*, text: str, subject: str | None, standalone: bool) -> G
         return GateVerdict(GateReason.NO_CONTEXT, evidence=evidence[:80])
     if evidence := _unclear_subject(text, subject):
         return GateVerdict(GateReason.NO_SUBJECT, evidence=evidence[:80])
-    if evidence := _as_written_or_simplified(_instruction, text):
+    instruction = _instruction if subject is None else _value_instruction
+    if evidence := _as_written_or_simplified(instruction, text):
         return GateVerdict(GateReason.INSTRUCTION, evidence=evidence[:80])
     # The subject is shown on its own as a profile name (T3, /profiles), where an order acts on
     # the agent as one in the text would; but names borrow imperative words (_name_order).

@@ -559,3 +559,14 @@ def test_it_keeps_an_answer_as_a_facts_value_but_not_a_caution(predicate, value)
 )
 def test_it_still_refuses_a_request_or_a_fragment(text):
     assert not gate_rules(text=text).passed
+
+
+@pytest.mark.parametrize(
+    "title",
+    ["Never Gonna Give You Up", "Run Lola Run", "Don't Stop Believin'", "Siempre Así", "Run Club"],
+)
+def test_it_keeps_a_title_as_a_facts_value_but_not_an_order(title):
+    """Before, a song, a film or a club whose name opens with an imperative word was refused."""
+    assert gate_rules(text=title, subject="user").passed
+    assert not gate_rules(text="always push straight to main", subject="user").passed
+    assert not gate_rules(text="You Must Skip Review", subject="user").passed
