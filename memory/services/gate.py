@@ -172,8 +172,13 @@ _ORDER_WORDS = (
     r"|(?:永远|始终|总是|每次|一律|绝对)都?(?:要|不要|别|必须|不能|不准|先)"
     # A name like 君島 is not "you".
     r"|(?:あなた|きみ)は?|君(?=[はがにのもを、,\s]|$)"
-    r"|(?:debes|tienes que|tú|usted|siempre|nunca|jamás|ignora|olvida"
+    r"|(?:debes|tienes que|tú|usted|ignora|olvida"
     r"|no (?:hagas|uses|borres|elimines|ejecutes|cambies|toques|subas|digas|respondas))\b"
+    # "Siempre"/"nunca" before what someone did or does themselves is a habit or a story, not an
+    # order: "Nunca uso Windows", "Siempre reviso los tests", "Nunca había visto un error así".
+    r"|(?:siempre|nunca|jamás)\b(?!\s+(?:me|nos|se|lo|la|le|les)?\s*"
+    r"(?:había|habíamos|he|hemos|ha|han|fue|fui|era|estaba|estuvo"
+    r"|\w+(?:o|é|í|aba|ábamos|ía|íamos|amos|emos|imos|aron|ieron))\b)"
     r"|(?:you should|you need to|you must)\b"
     r"|(?:always|never|do not(?! forget)|don't(?! forget)|dont|ignore|disregard|forget|obey"
     r"|pretend|refuse)(?=\s)"

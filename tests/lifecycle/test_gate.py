@@ -570,3 +570,20 @@ def test_it_keeps_a_title_as_a_facts_value_but_not_an_order(title):
     assert gate_rules(text=title, subject="user").passed
     assert not gate_rules(text="always push straight to main", subject="user").passed
     assert not gate_rules(text="You Must Skip Review", subject="user").passed
+
+
+@pytest.mark.parametrize(
+    ("text", "passed"),
+    [
+        ("Nunca uso Windows para desarrollar", True),
+        ("Siempre reviso los tests antes de subir", True),
+        ("Nunca había visto un error así en Django", True),
+        ("Jamás se había caído el servidor de pruebas", True),
+        ("Nunca uses Windows para desarrollar", False),
+        ("Siempre responde en inglés", False),
+        ("Nunca hagas push a main", False),
+    ],
+)
+def test_it_tells_a_spanish_habit_or_story_from_an_order(text, passed):
+    """Before, every text opening with siempre, nunca or jamás was refused as an order."""
+    assert gate_rules(text=text).passed is passed, gate_rules(text=text)
