@@ -108,9 +108,12 @@ _COLONS = re.compile(r"(?<![\d:\[\]])[:：](?![\d:\[])")
 _OPENING_CONNECTIVE = re.compile(
     r"^(?:"
     r"也|还有|另外|然后|所以|但是|不过|而且|那就|那么|就是说|对了|嗯|啊|呃"
-    r"|それから|それで|また|でも|だから|あと|ちなみに|じゃあ|なので"
+    # また and あと open a follow-on only before a comma or は: "またCIがタイムアウトした" (again)
+    # and "あと3日でリリース" (in three days) stand alone.
+    r"|それから|それで|(?:また|あと)(?=[、,，は])|でも|だから|ちなみに|じゃあ|なので"
     r"|(?:y|también|además|pero|entonces|así que|o sea|bueno|pues)\b"
-    r"|(?:also|and|but|so|then|plus|anyway|btw|as well|or)\b"
+    # "So far…", "OR-Tools…" and "And/Or" are not a sentence picking up from another.
+    r"|(?:also|and|but|so|then|plus|anyway|btw|as well|or)\b(?![-/])(?!\s+far\b)"
     r")",
     re.IGNORECASE,
 )

@@ -587,3 +587,20 @@ def test_it_keeps_a_title_as_a_facts_value_but_not_an_order(title):
 def test_it_tells_a_spanish_habit_or_story_from_an_order(text, passed):
     """Before, every text opening with siempre, nunca or jamás was refused as an order."""
     assert gate_rules(text=text).passed is passed, gate_rules(text=text)
+
+
+@pytest.mark.parametrize(
+    ("text", "passed"),
+    [
+        ("So far the migration has processed 40% of rows", True),
+        ("OR-Tools solver replaced the greedy scheduler", True),
+        ("またCIがタイムアウトした", True),
+        ("あと3日でリリース予定のアプリ", True),
+        ("So the archive import failed again", False),
+        ("また、アーカイブのインポートが失敗した", False),
+    ],
+)
+def test_it_reads_so_far_and_japanese_again_as_standing_alone(text, passed):
+    """Before, "So far…", "OR-Tools…", またCI… and あと3日… were refused as picking up from an
+    earlier sentence."""
+    assert gate_rules(text=text).passed is passed, gate_rules(text=text)
