@@ -114,6 +114,31 @@ def account_save_record(*, account: User, stored: Mapping[str, Any] | None) -> A
     )
 
 
+def account_links_record(
+    *, account: User | Group, field: str, added: list[str], removed: list[str]
+) -> AuditEvent | None:
+    """One audit row for the groups or permissions an account gained or lost outside any
+    operation that records its own decisions (the shell, a script under `./tideline manage`): a
+    group can carry every permission a superuser has."""
+    changes: dict[str, tuple[Any, Any]] = {}
+    if added:
+        changes[f"{field} added"] = (None, sorted(added))
+    if removed:
+        changes[f"{field} removed"] = (sorted(removed), None)
+    if not changes:
+        return None
+    name = account.get_username() if isinstance(account, User) else account.name
+    return account_change_record(
+        account=account,
+        created=False,
+        changes=changes,
+        reason=(
+            f"{field} of {name} changed outside the owner panel (a command or the shell) by OS "
+            f"user {_os_user()}"
+        ),
+    )
+
+
 @transaction.atomic
 def owner_create(*, username: str) -> str | None:
     """The first run's owner account, with a fresh password returned once (stored only as its

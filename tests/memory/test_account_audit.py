@@ -7,7 +7,7 @@ from io import StringIO
 
 import pytest
 from django.contrib.auth.management.commands import changepassword
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, Permission, User
 from django.core.management import call_command
 from django.urls import reverse
 
@@ -159,3 +159,53 @@ def test_it_records_the_first_run_owner_once_and_a_later_changepassword(db, monk
     assert_os_owner_decision(changed, action="update")
     assert changed.after == {"password": "changed"}
     assert created.request_id != changed.request_id
+
+
+def test_it_audits_groups_and_permissions_given_and_taken_in_the_shell(db):
+    """Before, user.groups.add(...) or group.permissions.add(...) in the shell changed what an
+    account may do and left no row."""
+    alice = User.objects.create_user("alice", password=NEW_PASSWORD)
+    editors = Group.objects.create(name="editors")
+    delete_memory = Permission.objects.get(codename="delete_memory")
+    before = len(account_events(alice))
+
+    editors.permissions.add(delete_memory)
+    alice.groups.add(editors)
+    editors.user_set.remove(alice)
+    alice.user_permissions.add(delete_memory)
+    alice.user_permissions.clear()
+
+    changes = [(event.before, event.after) for event in account_events(alice)[before:]]
+    assert changes == [
+        ({"groups added": None}, {"groups added": ["editors"]}),
+        ({"groups removed": ["editors"]}, {"groups removed": None}),
+        ({"user_permissions added": None}, {"user_permissions added": ["memory.delete_memory"]}),
+        (
+            {"user_permissions removed": ["memory.delete_memory"]},
+            {"user_permissions removed": None},
+        ),
+    ]
+    [granted] = AuditEvent.objects.filter(target_type="group", target_id=editors.pk)
+    assert granted.after == {"permissions added": ["memory.delete_memory"]}
+    assert_os_owner_decision(granted, action="update")
+
+
+def test_it_leaves_a_group_the_owner_panel_gives_to_the_panels_own_row(owner_client):
+    alice = User.objects.create_user("alice", password=NEW_PASSWORD)
+    editors = Group.objects.create(name="editors")
+    before = len(account_events(alice))
+
+    response = owner_client.post(
+        reverse("admin:auth_user_change", args=[alice.pk]),
+        {
+            "username": "alice",
+            "is_active": "on",
+            "groups": [editors.pk],
+            "date_joined_0": "2026-01-01",
+            "date_joined_1": "00:00:00",
+        },
+    )
+
+    assert response.status_code == 302
+    [event] = account_events(alice)[before:]
+    assert "outside the owner panel" not in event.reason
