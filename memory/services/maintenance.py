@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -338,3 +338,31 @@ def dependencies_check(
     report.expired = _apply(plan, actor=actor, request_id=report.request_id, now=timezone.now())
     report.elapsed_ms = (time.perf_counter() - started) * 1000
     return report
+
+
+def intervals_repair(*, actor: str = Actor.SYSTEM, request_id: str = "") -> int:
+    """End every memory that ends before it begins where it begins, with an audit row each.
+    Releases before stop 45 stored such rows when a fact dated before the key's current value
+    replaced it; a read of the past then found neither row. Returns how many were repaired."""
+    request_id = request_id or request_id_new()
+    with transaction.atomic():
+        inverted = list(
+            Memory.objects.select_for_update()
+            .filter(valid_to__lt=F("valid_from"))
+            .only("pk", "memory_type", "valid_from", "valid_to", "summary")
+        )
+        for memory in inverted:
+            before = {"valid_to": memory.valid_to.isoformat()}
+            memory.valid_to = memory.valid_from
+            memory.save(update_fields=["valid_to", "updated_at"])
+            audit_record(
+                actor=actor,
+                action=AuditAction.UPDATE,
+                target=memory,
+                reason="ended before it began (a backdated write of an older release): "
+                "now ends where it begins",
+                before=before,
+                after={"valid_to": memory.valid_to.isoformat()},
+                request_id=request_id,
+            )
+    return len(inverted)

@@ -42,6 +42,7 @@ from memory.services.audit import audit_record
 from memory.services.consolidation import dependency_memory_id
 from memory.services.embedding import turn_words_embed
 from memory.services.errors import Conflict, InvalidInput
+from memory.services.maintenance import intervals_repair
 
 FORMAT = "tideline-export"
 VERSION = 1
@@ -545,6 +546,8 @@ def store_import(*, path: Path, actor: str = Actor.OWNER) -> TransferReport:
             stored.setdefault(label, {})[instance.pk] = number
         _dangling_refuse(path=path, stored=stored)
         _stable_keys_derive(path=path, stored=stored)
+        # An export of an older release may hold rows that end before they begin.
+        intervals_repair(actor=actor)
         statements = connection.ops.sequence_reset_sql(
             no_style(), [_model(label) for label in EXPORTED_MODELS]
         )

@@ -808,3 +808,22 @@ def test_it_refuses_a_value_its_model_refuses_naming_its_line_and_changes_nothin
         call_command("import_store", str(export), stdout=io.StringIO())
 
     assert (Scope.objects.count(), Memory.objects.count(), AuditEvent.objects.count()) == before
+
+
+def test_it_ends_an_imported_row_that_ends_before_it_begins_where_it_begins(db, tmp_path):
+    """An export of an older release may hold a row a backdated write left ending before it
+    began; it lands repaired, with an audit row saying so."""
+    lines = _memory_export()
+    memory_row = json.loads(lines[2])
+    memory_row["fields"]["valid_from"] = "2023-03-01T00:00:00Z"
+    memory_row["fields"]["valid_to"] = "2019-01-01T00:00:00Z"
+    lines[2] = json.dumps(memory_row)
+    export = tmp_path / "memory.jsonl"
+    export.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    call_command("import_store", str(export), stdout=io.StringIO())
+
+    imported = Memory.objects.get(pk=900002)
+    assert imported.valid_to == imported.valid_from
+    [repair] = AuditEvent.objects.filter(target_id=900002, action="update")
+    assert repair.before == {"valid_to": "2019-01-01T00:00:00+00:00"}
