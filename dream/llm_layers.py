@@ -1072,7 +1072,9 @@ def dream_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
 
 
 def _dream_scope(*, day: date, scope: Scope, config: LLMConfig, outcome: LayerOutcome) -> dict:
-    if Narrative.objects.filter(scope_id=scope.pk, ntype=DREAM_TAG, recorded_at__date=day).exists():
+    # A dream the gate refused is kept as rejected; it is not the day's dream.
+    dreamt = Narrative.objects.filter(scope_id=scope.pk, ntype=DREAM_TAG, recorded_at__date=day)
+    if dreamt.exclude(status=MemoryStatus.REJECTED).exists():
         return {"status": "skipped", "reason": "already dreamt today"}
     material_rows = list(
         _day_narratives(day).filter(scope_id=scope.pk)[

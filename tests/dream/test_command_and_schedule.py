@@ -23,7 +23,7 @@ def test_it_runs_dream_from_the_command_with_progress(global_scope, write_narrat
     assert re.search(r"scan +ok +\d+\.\d s  track a \d+ · track b", out), out
     assert "no LLM configured" in out
     assert f"run #{run.pk}: ok in " in out and ", 0 tokens" in out
-    assert "wrote nothing new" in out
+    assert "wrote no new memories" in out
     assert "layers: ok scan, script; skipped solidify, combing, drift, dream" in out
 
     call_command("dream", "--layer", "script", "--dry-run", "--json")

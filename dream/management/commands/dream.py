@@ -138,7 +138,8 @@ def _summary(run, *, seconds: float) -> str:
     lines = [f"run #{run.pk}: {run.status} in {seconds:.1f} s, {run.tokens} tokens"]
     lines.append(
         "  wrote "
-        + (", ".join(f"{count} {kind}" for kind, count in written.items()) or "nothing new")
+        # Memories only: what the script layer derives (clusters, the graph) is on its own line.
+        + (", ".join(f"{count} {kind}" for kind, count in written.items()) or "no new memories")
     )
     lines.append(
         "  layers: "
