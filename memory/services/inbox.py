@@ -69,7 +69,7 @@ from memory.services.narratives import (
 from memory.services.scopes import (
     project_root,
     scope_global,
-    scope_resolve,
+    scope_resolve_for_write,
     scope_validate,
     scope_workspace,
 )
@@ -133,6 +133,15 @@ class FlushReport:
 # --- Capture -----------------------------------------------------------------------------------
 
 
+def _capture_scope(cwd: str) -> Scope:
+    # Said in a place that cannot be read, an utterance is refused, and said in a directory this
+    # machine lacks, it is filed in a project of its own, as every write is: global is the scope
+    # every project reads. Said nowhere, it is the user's own and global.
+    if not cwd:
+        return scope_global()
+    return scope_resolve_for_write(cwd=cwd)
+
+
 def inbox_capture(
     *,
     content: str,
@@ -175,7 +184,7 @@ def inbox_capture(
     elif session is not None:
         scope = session.scope
     else:
-        scope = scope_resolve(cwd=cwd or None)
+        scope = _capture_scope(cwd)
     with transaction.atomic():
         item = InboxItem.objects.create(
             session=session,
@@ -645,10 +654,16 @@ def inbox_flush(
                 report.llm_fallbacks += 1
         if candidates is None:
             candidates = inbox_extract_rules(item.content)
-        item_scope = item.scope or scope_resolve(cwd=item.cwd or None)
+        errors = []
+        try:
+            item_scope = item.scope or _capture_scope(item.cwd)
+        except InvalidInput as exc:
+            # Only a hand-made import holds an item without a scope; one from a place no write
+            # may name is skipped, not filed in global.
+            item_scope, candidates = scope_global(), []
+            errors.append(str(exc))
         root = project_root(cwd=item.cwd) if item_scope.kind == ScopeKind.PROJECT else None
         prepared = []
-        errors = []
         for candidate in candidates:
             scope = _target_scope(candidate.scope_hint, item_scope)
             depends_on = [f"path:{root}"] if root and scope.pk == item_scope.pk else []

@@ -146,13 +146,40 @@ def test_it_does_not_capture_subagents_unless_configured(db, settings, project_s
     assert inbox_capture(content="The user reviews every parser change", session_id=parent.pk)
 
 
-@pytest.mark.parametrize("bad", [{"content": ""}, {"content": "x", "origin": "robot"}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"content": ""},
+        {"content": "x", "origin": "robot"},
+        {"content": "archive-manager keeps its index in SQLite", "cwd": "relative/checkout"},
+    ],
+)
 def test_it_refuses_bad_captures(db, bad):
     from memory.services.errors import InvalidInput
 
     with pytest.raises(InvalidInput):
         inbox_capture(**bad)
     assert InboxItem.objects.count() == 0
+
+
+def test_it_never_files_what_was_said_in_a_directory_this_machine_lacks_in_global(db, tmp_path):
+    elsewhere = str(tmp_path / "container" / "archive-manager")
+    item = inbox_capture(content="archive-manager keeps its index in SQLite", cwd=elsewhere)
+    assert item.scope.kind == ScopeKind.PROJECT and item.scope.key == elsewhere
+    # An imported item without a scope is filed the same way when it is flushed.
+    InboxItem.objects.filter(pk=item.pk).update(scope=None)
+    inbox_flush()
+    note = Narrative.objects.get(gesture__contains="SQLite")
+    assert note.scope == item.scope
+
+
+def test_it_skips_an_imported_item_said_in_a_place_no_write_may_name(db):
+    item = inbox_capture(content="archive-manager keeps its index in SQLite")
+    assert item.scope == scope_global()
+    InboxItem.objects.filter(pk=item.pk).update(scope=None, cwd="relative/checkout")
+    report = inbox_flush()
+    assert report.skipped == 1 and "cwd must be an absolute path" in report.errors[0]
+    assert Narrative.objects.count() == 0
 
 
 def test_it_extracts_profiles_in_four_languages():
