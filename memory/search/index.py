@@ -415,6 +415,7 @@ MEMORY_FIELDS = (
     "narrative__layer",
     "secret",
     "narrative__emotion_intensity",
+    "superseded_by__valid_from",
 )
 MEMORY_COLUMNS = {
     "status": np.int8,
@@ -426,6 +427,7 @@ MEMORY_COLUMNS = {
     "pinned": np.bool_,
     "weight": np.float32,
     "secret": np.bool_,
+    "corrected": np.bool_,
     "mentions_time": np.bool_,
     "states_number": np.bool_,
     "names_proper": np.bool_,
@@ -467,7 +469,7 @@ def answer_flags(text: str, terms: Iterable[str]) -> dict[str, bool]:
 def memory_values(row: tuple) -> dict:
     """The filter and prior columns of one memory, from a row of MEMORY_FIELDS."""
     (_, scope_id, status, memory_type, valid_from, valid_to, recorded_at, pinned) = row[:8]
-    importance, weight, layer, secret, intensity = row[8:]
+    importance, weight, layer, secret, intensity, successor_from = row[8:]
     return {
         "scope": scope_id,
         "status": STATUS_CODES.get(status, -1),
@@ -479,7 +481,15 @@ def memory_values(row: tuple) -> dict:
         "pinned": pinned,
         "weight": memory_weight(weight=weight, importance=importance, intensity=intensity),
         "secret": secret,
+        "corrected": told_again(valid_from=valid_from, successor_from=successor_from),
     }
+
+
+def told_again(*, valid_from, successor_from) -> bool:
+    """Whether a row was superseded by a new telling of the same moment (an edit keeps when the
+    event happened) rather than by a later state of the world: at any past moment, only the last
+    telling of it holds."""
+    return successor_from is not None and successor_from <= valid_from
 
 
 class MemoryIndex(SearchIndex):

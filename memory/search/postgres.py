@@ -1236,6 +1236,7 @@ def native_view(
                 "s.secret",
                 "s.importance",
                 "n.emotion_intensity",
+                "coalesce(successor.valid_from <= s.valid_from, false)",
                 # A memory's document bag holds its own terms only (a turn's also its neighbours').
                 "d.bag ?| %s::text[]" if when else "false",
                 *answer_columns,
@@ -1243,7 +1244,8 @@ def native_view(
             params += ([sorted(time_terms())] if when else []) + answer_params
             joins = (
                 "JOIN memory_memory s ON s.id = d.id "
-                "LEFT JOIN memory_narrative n ON n.memory_ptr_id = d.id"
+                "LEFT JOIN memory_narrative n ON n.memory_ptr_id = d.id "
+                "LEFT JOIN memory_memory successor ON successor.id = s.superseded_by_id"
             )
         else:
             columns += [
@@ -1570,9 +1572,9 @@ def _epochs(values, default: float) -> list[float]:
 
 class MemoryView(_View, MemoryIndex):
     def _columns(self, rows) -> dict[str, list]:
-        columns = list(zip(*rows, strict=True)) if rows else [()] * 22
+        columns = list(zip(*rows, strict=True)) if rows else [()] * 23
         status, memory_type, layer, valid_from, valid_to, recorded_at = columns[8:14]
-        pinned, weight, secret, importance, intensity = columns[14:19]
+        pinned, weight, secret, importance, intensity, corrected = columns[14:20]
         return {
             "status": [STATUS_CODES.get(value, -1) for value in status],
             "memory_type": [TYPE_CODES.get(value, -1) for value in memory_type],
@@ -1587,9 +1589,10 @@ class MemoryView(_View, MemoryIndex):
                 intensity=np.array(intensity, dtype=np.float64),
             ),
             "secret": list(secret),
-            "mentions_time": list(columns[19]),
-            "states_number": list(columns[20]),
-            "names_proper": list(columns[21]),
+            "corrected": list(corrected),
+            "mentions_time": list(columns[20]),
+            "states_number": list(columns[21]),
+            "names_proper": list(columns[22]),
         }
 
 

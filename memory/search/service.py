@@ -612,6 +612,10 @@ def _memory_rank(
         eligible &= _among(table["status"], [STATUS_CODES[s] for s in wanted])
         if statuses is None or as_of is not None:
             eligible &= (table["valid_from"] <= moment) & (table["valid_to"] > moment)
+        if as_of is not None:
+            # An edited narrative keeps when it happened, so its old telling is still "valid" then:
+            # the past is told as it is known now, once.
+            eligible &= ~table["corrected"]
         if since is not None:
             eligible &= table["valid_from"] >= since.timestamp()
         if until is not None:

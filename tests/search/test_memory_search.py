@@ -3,8 +3,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from memory.models import AttentionEvent, Memory, MemoryStatus
+from memory.models import Actor, AttentionEvent, Memory, MemoryStatus
 from memory.search import memory_search
+from memory.services.edits import memory_update
 from memory.services.errors import InvalidInput
 
 
@@ -177,6 +178,37 @@ def test_it_shows_what_was_valid_at_a_past_moment(project_scope, write_fact):
     assert ids(memory_search(query="editor", scope_ids=[project_scope.pk], as_of=between)) == [
         old.pk
     ]
+
+
+def test_it_tells_an_edited_past_once_as_it_is_known_now(
+    project_scope, write_narrative, django_capture_on_commit_callbacks
+):
+    """Before, a search of the past found the old telling of an edited narrative beside its
+    correction: the edit keeps when the event happened, so both were valid then."""
+    happened = timezone.now() - timedelta(days=3)
+    told = write_narrative(
+        project_scope, "Reviewed the Kettle release with Mallory", valid_from=happened
+    )
+    with django_capture_on_commit_callbacks(execute=True):
+        retold = memory_update(
+            memory=told,
+            changes={"gesture": "Reviewed the Kettle release with Mallory and Bob"},
+            actor=Actor.AGENT,
+        )
+    moved = write_narrative(project_scope, "Kettle release notes moved to the wiki")
+    scope = [project_scope.pk]
+
+    then = memory_search(
+        query="Kettle release", scope_ids=scope, as_of=happened + timedelta(days=1)
+    )
+
+    assert ids(then) == [retold.pk]
+    assert set(ids(memory_search(query="Kettle release", scope_ids=scope))) == {
+        retold.pk,
+        moved.pk,
+    }
+    history = memory_search(query="Kettle release", scope_ids=scope, statuses=["superseded"])
+    assert ids(history) == [told.pk]
 
 
 def test_it_filters_by_type_layer_and_tag(project_scope, write_narrative, write_fact):
