@@ -893,10 +893,25 @@ def text_compared(text: str) -> str:
 
 def _chinese_words(run: str) -> list[str]:
     # jieba does not know 々 and cuts it off as a word of its own, which says nothing.
-    return [
+    words = [
         word
         for word in _jieba().cut_for_search(run)
         if word.strip("々 ") and word not in CHINESE_STOPWORDS
+    ]
+    return words + [piece for word in words for piece in _unknown_word_pieces(word)]
+
+
+def _unknown_word_pieces(word: str) -> list[str]:
+    """The character pairs of a word jieba does not know, when it is longer than a pair. jieba
+    guesses such words (names, mostly) from their neighbours, so one name is cut differently in
+    different sentences (林雨桐 alone, 带林雨桐 after 带; 刘思 + 远去) and a given name (雨桐) never
+    meets the full name: their pairs do. A pair holding a stop word (我和, 华去) says nothing."""
+    if len(word) < 3 or _jieba().dt.FREQ.get(word):
+        return []
+    return [
+        pair
+        for pair in _bigrams(word)
+        if pair[0] not in CHINESE_STOPWORDS and pair[1] not in CHINESE_STOPWORDS
     ]
 
 

@@ -22,6 +22,16 @@ def test_it_finds_a_two_character_chinese_word(project_scope, write_narrative):
     assert memory_search(query="兜底", scope_ids=[project_scope.pk])[0].memory.pk == target.pk
 
 
+def test_it_finds_a_person_by_the_given_name_in_a_conversation(project_scope, write_narrative):
+    target = write_narrative(project_scope, "用户的女朋友林雨桐对海鲜过敏")
+    write_narrative(project_scope, "用户打算明年换一台新电脑")
+    write_narrative(project_scope, "用户每天早上喝一杯拿铁")
+    query = "用户：这周末带雨桐去吃饭，哪家餐厅比较适合？\n助手：好的，我来帮你想想。"
+    hits = memory_search(query=query, scope_ids=[project_scope.pk], semantic=False)
+    assert ids(hits)[:1] == [target.pk]
+    assert "雨桐" in hits[0].why["matched_terms"]
+
+
 def test_it_finds_neovim_from_nvim_by_meaning(project_scope, write_narrative):
     target = write_narrative(project_scope, "写代码用 neovim")
     write_narrative(project_scope, "周末去海边散步，天气很好")

@@ -85,6 +85,14 @@ RETOKENISING_MIGRATIONS = [
         "新幹線",
         id="kanji-words",
     ),
+    pytest.param(
+        "0024_search_terms_unknown_chinese_word_pairs",
+        "用户的女朋友林雨桐对海鲜过敏",
+        "雨桐",
+        None,
+        "雨桐",
+        id="unknown-word-pairs",
+    ),
 ]
 
 

@@ -29,3 +29,22 @@ def test_it_reads_a_japanese_kanji_run_also_as_a_kana_less_query_reads_it():
         assert set(text_terms(query)) <= set(text), query
     # jieba does not know 々 and cuts it off alone; a bare 々 is no term.
     assert "々" not in text
+
+
+def test_it_meets_a_chinese_name_however_jieba_cuts_it():
+    """jieba guesses words it does not know from their neighbours: the same name was one term
+    alone (林雨桐), another after 带 (带林雨桐), and a given name (雨桐) never met the full one."""
+    stored = set(text_terms("用户的女朋友林雨桐对海鲜过敏"))
+    for query in ["这周末带林雨桐去吃饭", "雨桐喜欢吃什么", "我和雨桐去吃饭"]:
+        assert "雨桐" in stored & set(text_terms(query)), query
+    assert "晓华" in set(text_terms("我和晓华去吃饭")) & set(text_terms("用户的同事张晓华"))
+    # A known word keeps jieba's own pieces, and a pair with a stop word is no term.
+    assert text_terms("我们讨论了数据库迁移方案") == [
+        "讨论",
+        "数据",
+        "据库",
+        "数据库",
+        "迁移",
+        "方案",
+    ]
+    assert "我和" not in text_terms("我和晓华去吃饭")
