@@ -60,9 +60,15 @@ from memory.search.index import (
     TurnIndex,
 )
 from memory.search.intent import answer_priors, asks_about_choice
-from memory.search.text import query_literals, text_compared, text_terms
+from memory.search.text import (
+    INDEXED_TEXT_MAX_CHARS,
+    query_literals,
+    text_compared,
+    text_terms,
+)
 from memory.search.timing import time_priors
 from memory.search.turn_priors import turn_priors
+from memory.services.bounds import text_bounded, text_well_formed
 from memory.services.errors import InvalidInput
 
 logger = logging.getLogger("tideline.search")
@@ -355,7 +361,9 @@ def _check_common(query: str, scope_ids: list[int], limit: int) -> str:
         isinstance(pk, int) and not isinstance(pk, bool) for pk in scope_ids
     ):
         raise InvalidInput("scope_ids must be a list of scope ids", field="scope_ids")
-    return query.strip()
+    # Only so much of a text is word-indexed; of a longer query (a whole conversation) the head
+    # and the latest turns count, not the head alone. A lone surrogate would fail the embedding.
+    return text_bounded(text_well_formed(query.strip()), limit=INDEXED_TEXT_MAX_CHARS)
 
 
 def _rank(

@@ -32,6 +32,30 @@ def test_it_finds_a_person_by_the_given_name_in_a_conversation(project_scope, wr
     assert "雨桐" in hits[0].why["matched_terms"]
 
 
+def test_it_reads_the_latest_turns_of_a_conversation_too_long_to_read_whole(
+    project_scope, write_narrative
+):
+    """Before, only the first 20,000 characters of a query were read: the turns just said, at the
+    end of a long conversation, were not."""
+    target = write_narrative(project_scope, "The user's Corolla needs new brake pads")
+    write_narrative(project_scope, "The user walks the dog every morning")
+    chatter = "user: how was your day?\nassistant: fine, thanks for asking.\n" * 400
+    query = chatter + "user: the Corolla squeaks when I brake, what should I check?"
+    assert len(query) > 20_000
+
+    hits = memory_search(query=query, scope_ids=[project_scope.pk], semantic=False)
+
+    assert ids(hits)[:1] == [target.pk]
+
+
+def test_it_searches_a_query_holding_a_lone_surrogate_by_meaning_too(
+    project_scope, write_narrative
+):
+    target = write_narrative(project_scope, "The user's Corolla needs new brake pads")
+    hits = memory_search(query="car brakes \ud800 squeak", scope_ids=[project_scope.pk])
+    assert ids(hits) == [target.pk] and hits[0].semantic is not None
+
+
 def test_it_finds_neovim_from_nvim_by_meaning(project_scope, write_narrative):
     target = write_narrative(project_scope, "写代码用 neovim")
     write_narrative(project_scope, "周末去海边散步，天气很好")
