@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI, Query, Schema
 from ninja.errors import AuthenticationError
@@ -22,6 +22,7 @@ from injection import operations as ops
 from injection.operations.fields import (
     AttentionIn,
     FactIn,
+    Id,
     ListIn,
     MemoryEditIn,
     MemoryExpireIn,
@@ -46,6 +47,7 @@ from injection.operations.fields import (
     TurnSearchIn,
     TurnsIn,
     WhereIn,
+    Whole,
 )
 from injection.services.access import apikey_authenticate
 from memory.selectors.visibility import Principal
@@ -92,10 +94,22 @@ def _error(request, status: int, message: str):
     return api.create_response(request, {"detail": message}, status=status)
 
 
+# What Django itself answers before a route runs, as HTML or plain text. A 400 under /api/ comes
+# from a middleware refusing the request, in practice a Host header not in ALLOWED_HOSTS
+# (CommonMiddleware reads it first; Django's security logger says which).
+DJANGO_ERRORS = {
+    400: "bad request: refused before it reached the API (a Host header naming an address "
+    "this server does not answer to, or another malformed header)",
+    404: "no such route",
+    405: "method not allowed",
+}
+
+
 class ApiErrorsAsJsonMiddleware:
-    """Every error under /api/ answers `{"detail": …}`, as the routes' own errors do: a path no
-    route serves and a method a route does not take are answered by Django and django-ninja as an
-    HTML page or plain text, which an agent's client cannot parse as an error."""
+    """Every error under /api/ answers `{"detail": …}`, as the routes' own errors do: a refused
+    Host header, a path no route serves and a method a route does not take are answered by Django
+    and django-ninja as an HTML page or plain text, which an agent's client cannot parse as an
+    error."""
 
     def __init__(self, get_response) -> None:
         self.get_response = get_response
@@ -104,10 +118,10 @@ class ApiErrorsAsJsonMiddleware:
         response = self.get_response(request)
         if (
             request.path.startswith("/api/")
-            and response.status_code in (404, 405)
+            and response.status_code in DJANGO_ERRORS
             and not response.get("Content-Type", "").startswith("application/json")
         ):
-            detail = "no such route" if response.status_code == 404 else "method not allowed"
+            detail = DJANGO_ERRORS[response.status_code]
             answer = JsonResponse({"detail": detail}, status=response.status_code)
             if response.has_header("Allow"):
                 answer["Allow"] = response["Allow"]
@@ -159,6 +173,15 @@ def _too_large(request, exc):
     )
 
 
+@api.exception_handler(SuspiciousOperation)
+def _suspicious(request, exc):
+    """Django's refusals of a request's input (more than DATA_UPLOAD_MAX_NUMBER_FIELDS query
+    parameters, …) raised while a route reads it: bad input, not a 500. Logged where Django logs
+    them itself, one line each."""
+    logging.getLogger(f"django.security.{type(exc).__name__}").warning("%s", exc)
+    return _error(request, 400, str(exc))
+
+
 @api.exception_handler(Exception)
 def _unexpected(request, exc):
     request_id = _request_id(request)
@@ -208,16 +231,15 @@ def _unexpected_body(request, exc):
 
 
 def _caller(request, *, accepts: frozenset[str] = frozenset()) -> ops.Caller:
-    """Who calls; for a GET or DELETE, also refuses query parameters the route does not take
-    (bodies refuse unknown fields by their models), so a misspelt filter is an error, not a
-    silently wider answer, and a body, which such a route never reads (a DELETE's reason sent
-    there was dropped for the default one)."""
-    if request.method in ("GET", "DELETE"):
-        unknown = sorted(set(request.GET) - accepts)
-        if unknown:
-            raise UnknownQueryFields(unknown)
-        if request.body.strip():
-            raise UnexpectedBody
+    """Who calls; also refuses query parameters the route does not take (bodies refuse unknown
+    fields by their models), so a misspelt filter is an error, not a silently wider answer, and a
+    `?secret=true` beside a body is not silently dropped; and for a GET or DELETE, a body, which
+    such a route never reads (a DELETE's reason sent there was dropped for the default one)."""
+    unknown = sorted(set(request.GET) - accepts)
+    if unknown:
+        raise UnknownQueryFields(unknown)
+    if request.method in ("GET", "DELETE") and request.body.strip():
+        raise UnexpectedBody
     return ops.Caller(principal=request.auth, request_id=_request_id(request))
 
 
@@ -283,20 +305,20 @@ def memories_view(request, query: Query[ListIn]):
 
 
 @api.get("/v1/memories/{memory_id}", response=ONE, tags=["memories"])
-def memory_view(request, memory_id: int, evidence_turns: int = 5):
+def memory_view(request, memory_id: Id, evidence_turns: Whole = 5):
     data = RecallIn(memory_id=memory_id, evidence_turns=evidence_turns)
     caller = _caller(request, accepts=frozenset({"evidence_turns"}))
     return ops.memory_recall(caller=caller, data=data, source="rest_recall")
 
 
 @api.patch("/v1/memories/{memory_id}", response=ONE, tags=["memories"])
-def memory_patch(request, memory_id: int, payload: MemoryPatch):
+def memory_patch(request, memory_id: Id, payload: MemoryPatch):
     data = MemoryEditIn(memory_id=memory_id, changes=payload.changes, reason=payload.reason)
     return ops.memory_edit(caller=_caller(request), data=data)
 
 
 @api.delete("/v1/memories/{memory_id}", response=ONE, tags=["memories"])
-def memory_delete(request, memory_id: int, reason: str = "deleted through the API"):
+def memory_delete(request, memory_id: Id, reason: str = "deleted through the API"):
     data = MemoryExpireIn(memory_id=memory_id, reason=reason)
     return ops.memory_expire(caller=_caller(request, accepts=frozenset({"reason"})), data=data)
 
@@ -327,7 +349,7 @@ def thread_create(request, payload: ThreadIn):
 
 
 @api.patch("/v1/threads/{thread_id}", response=ONE, tags=["memories"])
-def thread_patch(request, thread_id: int, payload: ThreadPatch):
+def thread_patch(request, thread_id: Id, payload: ThreadPatch):
     data = ThreadUpdateIn(thread_id=thread_id, status=payload.status, reason=payload.reason)
     return ops.thread_update(caller=_caller(request), data=data)
 

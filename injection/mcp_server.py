@@ -99,6 +99,10 @@ def _json_response(status: int, detail: str, headers: list | None = None) -> lis
 
 
 SESSION_HEADER = b"mcp-session-id"
+# Headers this middleware decides on, which must come once: the SDK's transport reads the first
+# of several and this middleware read the last, so key B could show us its own session id (or
+# none) and the transport key A's.
+SINGLE_HEADERS = (b"authorization", SESSION_HEADER)
 
 
 class BearerKeyMiddleware:
@@ -107,7 +111,8 @@ class BearerKeyMiddleware:
     there would send spec-following clients into an OAuth discovery flow.
 
     An MCP session belongs to the key that opened it: a request naming another key's session id
-    answers 404, as an unknown one does, so one key cannot close or talk into another's session."""
+    answers 404, as an unknown one does, so one key cannot close or talk into another's session;
+    one with two keys or two session ids answers 400."""
 
     def __init__(self, app) -> None:
         self.app = app
@@ -121,7 +126,14 @@ class BearerKeyMiddleware:
             for message in _json_response(404, "not found"):
                 await send(message)
             return
-        headers = dict(scope.get("headers") or [])
+        headers: dict[bytes, bytes] = {}
+        for name, value in scope.get("headers") or []:
+            if name in SINGLE_HEADERS and name in headers:
+                detail = f"more than one {name.decode('latin-1')} header"
+                for message in _json_response(400, detail):
+                    await send(message)
+                return
+            headers.setdefault(name, value)
         authorization = headers.get(b"authorization", b"").decode("latin-1")
         scheme, _, token = authorization.partition(" ")
         principal = None

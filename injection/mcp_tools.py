@@ -22,9 +22,12 @@ from injection import operations as ops
 from injection.mcp_server import PRINCIPAL_KEY
 from injection.operations import fields
 from memory.selectors.visibility import LOCAL_AGENT, Principal
+from memory.services.audit import request_id_given
 from memory.services.errors import TidelineError
 
 MCP_RUNTIME = "mcp"
+# As REST reads it (injection.api), so a client's one id follows its call through both shells.
+REQUEST_ID_HEADER = "x-request-id"
 
 
 class _NoInput(fields.Strict):
@@ -125,6 +128,15 @@ def _principal_of(ctx: Context) -> Principal:
     return principal
 
 
+def _request_id_of(ctx: Context) -> str:
+    """The request id over HTTP, from the caller's X-Request-Id as REST takes it; over stdio there
+    is no header, and the operation gives the call a fresh one."""
+    request = ctx.request_context.request
+    if request is None:
+        return ""
+    return request_id_given(request.headers.get(REQUEST_ID_HEADER, ""))
+
+
 def _signature(model: type[BaseModel]) -> inspect.Signature:
     """The tool function's signature, parameter for parameter from the model's fields, so the
     published input schema carries every field's type, limits and description."""
@@ -157,7 +169,9 @@ def _tool(spec: ToolSpec, *, default_cwd: str) -> Tool:
             raise ToolError(str(exc)) from exc
         if isinstance(data, fields.WhereIn) and not (data.scope_id or data.cwd or data.git_remote):
             data = data.model_copy(update={"cwd": default_cwd})
-        caller = ops.Caller(principal=_principal_of(ctx), runtime=MCP_RUNTIME)
+        caller = ops.Caller(
+            principal=_principal_of(ctx), request_id=_request_id_of(ctx), runtime=MCP_RUNTIME
+        )
         try:
             if spec.model is None:
                 result = spec.operation(caller=caller, **spec.extra)

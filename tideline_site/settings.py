@@ -76,6 +76,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Outside CommonMiddleware, so the 400 it answers a foreign Host header with is JSON under
+    # /api/ too, like every other refusal there.
+    "injection.api.ApiErrorsAsJsonMiddleware",
     # Failed owner-panel logins are counted per address and user name; past the limit, 429.
     "tideline_site.edge.LoginThrottleMiddleware",
     # Serves the owner panel's static files from the one process, so the embedded setup needs
@@ -88,7 +91,6 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "tideline_site.owner_audit.OwnerPanelAuditMiddleware",
-    "injection.api.ApiErrorsAsJsonMiddleware",
 ]
 
 ROOT_URLCONF = "tideline_site.urls"
@@ -217,6 +219,8 @@ LOGGING = {
     "loggers": {
         "tideline": {"level": (LOG_LEVEL or "info").upper()},
         "django.request": {"filters": ["refusals"]},
+        # A Host header not in ALLOWED_HOSTS, which anyone can send: one line per request.
+        "django.security.DisallowedHost": {"filters": ["refusals"]},
     },
 }
 

@@ -2,11 +2,12 @@
 each MCP tool's parameters are generated from the same model. So the two shells cannot drift:
 same fields, same limits, and unknown fields refused (422 / tool error naming the field)."""
 
+import re
 import unicodedata
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from memory.services.bounds import (
     MOMENT_EARLIEST,
@@ -15,17 +16,37 @@ from memory.services.bounds import (
     text_storable,
 )
 
+PLAIN_DIGITS = re.compile(r"0|[1-9][0-9]*")
+
+
+def _digits_read(value: Any) -> Any:
+    """A whole number sent as text — a query string's or a path's only form — is read only when
+    written in plain digits: int() also reads "+669", " 3", "03" and "5_0", and lax parsing "3.0"
+    and true, so a slip named memory 669, or scope 1 (global)."""
+    if isinstance(value, str) and PLAIN_DIGITS.fullmatch(value):
+        return int(value)
+    return value
+
+
+# Numbers and flags are strict: a bool is no number, and no number or word ("yes") a flag. Each
+# type is one flat Annotated with the digits reader last: nested, or with the reader before the
+# limits, the limits drop out of the published schemas (OpenAPI, MCP tools).
+Whole = Annotated[int, Field(strict=True), BeforeValidator(_digits_read)]
+Id = Annotated[int, Field(strict=True, ge=1, le=2**62), BeforeValidator(_digits_read)]
+Dimension = Annotated[int, Field(strict=True, ge=1, le=5), BeforeValidator(_digits_read)]
+SessionBudget = Annotated[int, Field(strict=True, ge=50, le=200_000), BeforeValidator(_digits_read)]
+Number = Annotated[float, Field(strict=True)]
+Flag = Annotated[bool, Field(strict=True)]
+
 MemoryType = Literal["", "narrative", "fact", "self_concept"]
 MemoryStatusFilter = Literal["", "candidate", "active", "superseded", "expired", "rejected"]
 ThreadStatusName = Literal["open", "explored", "abandoned"]
-Dimension = Annotated[int, Field(ge=1, le=5)]
 Reason = Annotated[str, Field(max_length=500)]
 DependsOn = Annotated[
     list[Annotated[str, Field(min_length=1, max_length=1024)]], Field(max_length=20)
 ]
 Tags = Annotated[list[Annotated[str, Field(min_length=1, max_length=100)]], Field(max_length=30)]
-TurnIds = Annotated[list[Annotated[int, Field(ge=1, le=2**62)]], Field(max_length=200)]
-Id = Annotated[int, Field(ge=1, le=2**62)]
+TurnIds = Annotated[list[Id], Field(max_length=200)]
 
 
 def _moment_checked(moment: datetime) -> datetime:
@@ -92,20 +113,20 @@ class SessionIn(WhereIn):
         "names the session",
     )
     origin: Literal["user", "subagent"] = "user"
-    delegation_depth: int = Field(0, ge=0, le=50)
+    delegation_depth: Whole = Field(0, ge=0, le=50)
     parent_session_id: SessionName = ""
 
 
 class SessionStartIn(SessionIn):
-    budget_tokens: int | None = Field(None, ge=50, le=200_000)
+    budget_tokens: SessionBudget | None = None
 
 
 class TurnIn(SessionIn):
     content: str = Field(..., min_length=1, max_length=100_000)
     role: Literal["user", "assistant"] = "user"
     turn_id: str | None = Field(None, max_length=200)
-    record: bool = True
-    budget_tokens: int | None = Field(None, ge=50, le=200_000)
+    record: Flag = True
+    budget_tokens: SessionBudget | None = None
 
 
 class TurnItem(Strict):
@@ -134,9 +155,9 @@ class TurnRecordIn(SessionIn, TurnItem):
 
 
 class MemoryCommon(WhereIn):
-    confidence: float = Field(1.0, ge=0, le=1)
-    pinned: bool = False
-    secret: bool = Field(False, description="shown to the owner only; never returned to agents")
+    confidence: Number = Field(1.0, ge=0, le=1)
+    pinned: Flag = False
+    secret: Flag = Field(False, description="shown to the owner only; never returned to agents")
     depends_on: DependsOn = Field(
         default_factory=list, description='conditions, e.g. "path:/abs/dir" or "memory:<id>"'
     )
@@ -170,8 +191,8 @@ class NarrativeFields(Strict):
     tags: Tags = Field(default_factory=list)
     entities_role: str = Field("", max_length=300)
     related_entities: Tags = Field(default_factory=list)
-    valence: float = Field(0.0, ge=-1, le=1)
-    emotion_intensity: float = Field(0.0, ge=0, le=10)
+    valence: Number = Field(0.0, ge=-1, le=1)
+    emotion_intensity: Number = Field(0.0, ge=0, le=10)
     summary: str = Field("", max_length=500)
 
 
@@ -187,11 +208,11 @@ class MemoryChanges(NarrativeFields):
     gesture: str | None = Field(None, min_length=1, max_length=500)
     value: str | None = Field(None, min_length=1, max_length=60)
     content: str | None = Field(None, min_length=1, max_length=4000)
-    confidence: float | None = Field(None, ge=0, le=1)
+    confidence: Number | None = Field(None, ge=0, le=1)
     depends_on: DependsOn | None = None
     expires_at: Moment | None = None
-    pinned: bool | None = None
-    secret: bool | None = None
+    pinned: Flag | None = None
+    secret: Flag | None = None
 
     @field_validator("layer", "ntype", "tags", "related_entities", mode="before")
     @classmethod
@@ -217,43 +238,43 @@ class MemoryExpireIn(Strict):
 
 class RecallIn(Strict):
     memory_id: Id
-    evidence_turns: int = Field(5, ge=0, le=50)
+    evidence_turns: Whole = Field(5, ge=0, le=50)
 
 
 class ListIn(WhereIn):
     memory_type: MemoryType = ""
     status: MemoryStatusFilter = "active"
-    limit: int = Field(50, ge=1, le=200)
-    offset: int = Field(0, ge=0, le=1_000_000)
+    limit: Whole = Field(50, ge=1, le=200)
+    offset: Whole = Field(0, ge=0, le=1_000_000)
 
 
 class SearchIn(WhereIn):
     q: str = Field(..., min_length=1, max_length=2000, description="what to look for")
-    limit: int = Field(10, ge=1, le=100)
+    limit: Whole = Field(10, ge=1, le=100)
     memory_type: MemoryType = ""
 
 
 class TurnSearchIn(WhereIn):
     q: str = Field(..., min_length=1, max_length=2000, description="what to look for")
-    limit: int = Field(10, ge=1, le=100)
+    limit: Whole = Field(10, ge=1, le=100)
 
 
 class SessionSearchIn(WhereIn):
     q: str = Field(
         ..., min_length=1, max_length=2000, description="what the conversation was about"
     )
-    limit: int = Field(5, ge=1, le=50)
+    limit: Whole = Field(5, ge=1, le=50)
 
 
 class SurfaceIn(WhereIn):
     text: str = Field(..., min_length=1, max_length=20_000)
-    budget_tokens: int = Field(2000, ge=50, le=20_000)
+    budget_tokens: Whole = Field(2000, ge=50, le=20_000)
 
 
 class TimelineIn(WhereIn):
     session_id: SessionName = ""
     around_turn_id: Id | None = None
-    limit: int = Field(20, ge=1, le=200)
+    limit: Whole = Field(20, ge=1, le=200)
 
 
 class ProfilesIn(WhereIn):
@@ -276,7 +297,7 @@ class ThreadIn(WhereIn):
 
 class ThreadQuery(WhereIn):
     status: Literal["", "open", "explored", "abandoned"] = "open"
-    limit: int = Field(50, ge=1, le=200)
+    limit: Whole = Field(50, ge=1, le=200)
 
 
 class ThreadPatch(Strict):
@@ -293,11 +314,11 @@ class SnapshotIn(WhereIn):
 
 
 class SnapshotQuery(WhereIn):
-    limit: int = Field(1, ge=1, le=200)
+    limit: Whole = Field(1, ge=1, le=200)
 
 
 class AttentionIn(WhereIn):
-    days: int = Field(30, ge=1, le=365)
+    days: Whole = Field(30, ge=1, le=365)
 
 
 WHERE_FIELDS = frozenset(WhereIn.model_fields)

@@ -227,6 +227,7 @@ OPERATIONS: dict[str, Operation] = {
             {"session_id": "s", "content": ""},
             {"session_id": "s", "content": "x", "role": 3},
             {"session_id": " ", "content": "x"},
+            {"session_id": "s", "content": "x", "record": "no"},
         ),
     ),
     "memories_surface": Operation(
@@ -350,12 +351,15 @@ OPERATIONS: dict[str, Operation] = {
             {"gesture": "g", "expires_at": "0001-01-01T00:00:00+14:00"},
             {"gesture": "g", "depends_on": ["memory:" + "9" * 30]},
             {"gesture": "g", "depends_on": ["memory:²"]},
+            # Before, lax parsing took "yes" as a flag and true as a number.
+            {"gesture": "g", "pinned": "yes"},
+            {"gesture": "g", "confidence": True},
         ),
     ),
     "memories_list": Operation(
         lambda a: {**a.where, "status": "" if a.flag else "active"},
         writes=False,
-        bad=({"status": "nonsense"}, {"limit": 0}),
+        bad=({"status": "nonsense"}, {"limit": 0}, {"offset": "+1"}),
     ),
     "memory_recall": Operation(
         lambda a: {"memory_id": a.memory_id},
@@ -406,7 +410,9 @@ OPERATIONS: dict[str, Operation] = {
         by_id="thread",
     ),
     "snapshots_list": Operation(
-        lambda a: {**a.where, "limit": 5}, writes=False, bad=({"limit": 0}, {"limit": "many"})
+        lambda a: {**a.where, "limit": 5},
+        writes=False,
+        bad=({"limit": 0}, {"limit": "many"}, {"limit": "5.0"}),
     ),
     "snapshot_create": Operation(
         lambda a: {**a.where, "content": _text(a, "snapshot")},
@@ -422,7 +428,9 @@ OPERATIONS: dict[str, Operation] = {
         lambda a: {**a.where}, writes=False, bad=({"scope_id": -1}, {"cwd": "x" * 2000})
     ),
     "heatmap_read": Operation(
-        lambda a: {**a.where, "days": 30}, writes=False, bad=({"days": 0}, {"days": 400})
+        lambda a: {**a.where, "days": 30},
+        writes=False,
+        bad=({"days": 0}, {"days": 400}, {"days": True}),
     ),
     "clusters_read": Operation(
         lambda a: {**a.where}, writes=False, bad=({"scope_id": "one"}, {"git_remote": "x" * 600})
@@ -550,7 +558,11 @@ class McpDriver:
 
     def call(self, tool: str, arguments: dict, *, principal: Principal | None) -> Answer:
         """`principal` None is the stdio agent: no HTTP request at all."""
-        request = None if principal is None else SimpleNamespace(scope={PRINCIPAL_KEY: principal})
+        request = (
+            None
+            if principal is None
+            else SimpleNamespace(scope={PRINCIPAL_KEY: principal}, headers={})
+        )
         return self.call_with_request(tool, arguments, request=request)
 
     def call_with_request(self, tool: str, arguments: dict, *, request) -> Answer:

@@ -235,12 +235,11 @@ def _check_secret_free(world: World, operation: str, call) -> None:
         assert not any(token in answer.text for token in world.secret_tokens), answer.text[:500]
 
 
-def _check_bad_input(world: World, operation: str, call, *, unknown_refused: bool = True) -> None:
+def _check_bad_input(world: World, operation: str, call) -> None:
     valid = OPERATIONS[operation].build(
         Aim(where={"cwd": world.dir_b}, token=token_new(), session_id="beta-bad")
     )
-    unknown = [{**valid, "zz_unknown_field": 1}] if unknown_refused else []
-    for arguments in (*OPERATIONS[operation].bad, *unknown):
+    for arguments in (*OPERATIONS[operation].bad, {**valid, "zz_unknown_field": 1}):
         before = row_counts()
         answer = call(arguments)
         assert answer.refused, f"{operation} {arguments} → {answer.status} {answer.text[:300]}"
@@ -545,10 +544,8 @@ def test_it_writes_as_if_nothing_unseen_were_written_over_mcp(world, mcp, tool, 
     ("route", "operation"), REST_CASES, ids=[" ".join(r) for r, _ in REST_CASES]
 )
 def test_it_refuses_bad_input_over_rest_and_writes_nothing(world, route, operation):
-    # A query string's unknown parameters are ignored (django-ninja collects only the declared
-    # ones); a JSON body's are refused like MCP's unknown arguments.
-    unknown_refused = route[0] not in {"GET", "DELETE"}
-    _check_bad_input(world, operation, _rest(world, route), unknown_refused=unknown_refused)
+    # An unknown query parameter or body field is refused like MCP's unknown arguments.
+    _check_bad_input(world, operation, _rest(world, route))
 
 
 @pytest.mark.parametrize(("tool", "operation"), MCP_CASES, ids=[t for t, _ in MCP_CASES])
