@@ -1278,8 +1278,11 @@ def native_view(
             rows = cursor.fetchall()
         else:
             rows = []
-    if vector is not None and dim and not pgvector and exact:
-        cosines.update(_matrix_cosines(kind, vector, [row[0] for row in rows], model_id, dim))
+    if vector is not None and dim and not pgvector:
+        # Without pgvector the matrix gave cosines to its nearest and farthest rows only; a row
+        # found by its words or a literal is scored by its cosine too, as the full scan scores it.
+        unscored = [row[0] for row in rows if row[0] not in cosines]
+        cosines.update(_matrix_cosines(kind, vector, unscored, model_id, dim))
     view_class = MemoryView if kind == "memory" else TurnView
     return view_class(
         model_id=model_id,

@@ -565,3 +565,37 @@ def test_it_ranks_candidates_found_by_rare_terms_as_the_in_process_index_does(
     # Both statements ran: "ticket" is in every row too, but weighs more than NEGLIGIBLE_SHARE.
     rare = [statement for statement in statements if "WITH rare AS" in statement["sql"]]
     assert 0 < len(rare) < len(queries)
+
+
+def test_it_scores_every_candidate_by_its_cosine_without_pgvector(
+    postgresql, settings, project_scope, write_narrative
+):
+    """Before, without pgvector, a row found by its words but outside the nearest and farthest
+    vectors was scored with no cosine at all, below the in-process index's score for it."""
+    if postgres.capabilities()["vector"]:
+        pytest.skip("with pgvector every candidate's cosine is read in SQL")
+    for number in range(120):
+        write_narrative(project_scope, f"ticket tl-{number} tracks the {SENTENCES[number % 14]}")
+    queries = ["ticket about the archive", "ticket for whale songs"]
+    settings.TIDELINE_SEARCH_POSTGRES = "process"
+    in_process = [
+        [
+            (hit.memory.pk, round(hit.score, 4))
+            for hit in memory_search(query=q, scope_ids=[project_scope.pk])
+        ]
+        for q in queries
+    ]
+    settings.TIDELINE_SEARCH_POSTGRES = "native"
+    settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = 0
+    settings.TIDELINE_SEARCH_POSTGRES_SEMANTIC_CANDIDATES = 5
+
+    native = [
+        [
+            (hit.memory.pk, round(hit.score, 4), hit.semantic is not None)
+            for hit in memory_search(query=q, scope_ids=[project_scope.pk])
+        ]
+        for q in queries
+    ]
+
+    assert [[(pk, score) for pk, score, _ in hits] for hits in native] == in_process
+    assert all(has_cosine for hits in native for _, _, has_cosine in hits)
