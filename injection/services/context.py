@@ -519,10 +519,12 @@ def t1_select(
     session: Session | None,
     asked_at: datetime | None = None,
 ) -> list[Item]:
-    """Related memories for this turn: the hybrid search's top few among memories whose cosine is
-    above the embedding model's noise floor (memory/search/calibration.py), so the block holds
-    what search would rank first; what this session has already been shown is skipped as long as
-    enough unseen hits remain. Secrets are excluded inside the ranking, so the top stays full."""
+    """Related memories for this turn: the hybrid search's top few among memories that match a
+    word of the turn or whose cosine is above the embedding model's noise floor
+    (memory/search/calibration.py), so the block holds what search would rank first (a one-line
+    memory's cosine against a long conversation falls under the floor; its words still match).
+    What this session has already been shown is skipped as long as enough unseen hits remain.
+    Secrets are excluded inside the ranking, so the top stays full."""
     from memory.search.calibration import calibration_get
     from memory.services.embedding import embedder_get
 

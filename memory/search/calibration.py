@@ -10,8 +10,10 @@ How the USE row was derived (scripts and figures in the recall report of issue 1
   900 turns of other conversations, 100 RealMem user turns against 200 of another persona — have
   median 0.07 / 0.11 and 95th percentile 0.21 / 0.30, while LoCoMo (question, evidence turn) pairs
   have median 0.34 and only 83% reach the old 0.25 floor; 0.15 sits above the unrelated median, so
-  T1 drops what is surely noise and fills its top k from the rest. Memory search uses the same
-  floor (`semantic_floor`) for a row with no keyword match. Chinese sits on the same scale: the
+  T1 drops what is surely noise and fills its top k from the rest. Like memory search (whose
+  `semantic_floor` is the same number), T1 holds the floor only against a row that matches no
+  word of the query: a one-line memory's cosine against a long conversation falls to 0.1 while
+  the conversation names it (tests/injection/test_context.py). Chinese sits on the same scale: the
   dialogues and memories of tests/search/test_chinese_dialogue_recall.py give unrelated pairs
   median 0.08 and 95th percentile 0.22, related ones median 0.49 and at least 0.27.
 - `semantic_weight`: the share of the fused score given to cosine (0.35, tuned on LoCoMo). A weight

@@ -388,7 +388,8 @@ def _rank(
 ) -> list[tuple[int, float, float, float | None, dict]]:
     """(row, score, bm25, cosine, why) for the best `limit` eligible rows, in score order. `terms`
     are the query's resolved lexical terms (empty when lexical is off); `vector` is its embedding
-    (None: keyword only); with `min_cosine`, only rows whose cosine reaches it compete, and rows
+    (None: keyword only); with `min_cosine`, only rows that match a word of the query or whose
+    cosine reaches it compete, and rows
     `excluded` (a mask) do not compete, so the limit stays full, on the scales of every eligible
     row. With `reply_share` (turns), a turn that replies to another person's question
     gains that share of the question's score, when the question is among the best
@@ -459,7 +460,7 @@ def _rank(
     if excluded is not None:
         rows = rows[~excluded[rows]]
     if min_cosine is not None and not approximate:
-        rows = rows[cosine[rows] >= min_cosine]
+        rows = rows[lexical_hit[rows] | (cosine[rows] >= min_cosine)]
     if not len(rows):
         return []
 
@@ -511,13 +512,14 @@ def _rank(
 
     def candidates(at: np.ndarray) -> np.ndarray:
         """Rows still matching after withdrawals: a keyword hit, or similarity above the floor."""
-        keep = bm25[at] > 0
+        worded = bm25[at] > 0
         for mask in literals.masks if literals is not None else []:
-            keep |= mask[at]
+            worded |= mask[at]
+        keep = worded.copy()
         if cosine is not None:
             keep |= cosine[at] >= floor
         if min_cosine is not None:
-            keep &= cosine[at] >= min_cosine
+            keep &= worded | (cosine[at] >= min_cosine)
         return at[keep]
 
     pool = rows
@@ -747,9 +749,9 @@ def memory_search(
     Default: active memories valid now. With `as_of`, what was valid at that moment (superseded and
     expired rows included when they were valid then). `since`/`until` bound the event time
     (valid_from). Days named relative to the moment of asking ("yesterday", 上周) are read from
-    `asked_at`, else `as_of`, else `until`, else now. `min_semantic` keeps only hits whose cosine
-    reaches it (semantic prefetch, e.g. the model's noise floor), and the limit is filled from
-    those, each scored as the search without it scores it; `lexical=False` /
+    `asked_at`, else `as_of`, else `until`, else now. `min_semantic` keeps only hits that match a
+    word of the query or whose cosine reaches it (semantic prefetch, e.g. the model's noise floor),
+    and the limit is filled from those, each scored as the search without it scores it; `lexical=False` /
     `semantic=False` switch a side off. `exclude_secret` drops secret memories inside the ranking,
     so the limit stays full of non-secret ones. `exclude_ids` (a session's already-seen memories)
     do not compete but still set the scales, so the rest score as without them, and only returned

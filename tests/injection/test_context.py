@@ -304,6 +304,39 @@ def test_it_skips_what_the_session_already_saw_while_two_fresh_hits_remain(proje
     assert shown() == ids[:5]
 
 
+def test_it_prefetches_what_search_ranks_first_for_a_long_conversation(project):
+    """A one-line memory sits under the noise floor against a long conversation: before, the block
+    left out the memory search ranked first, whose rare words the conversation's last turn says."""
+    car = narrative_seed(
+        project, "User drives a 2019 white Toyota Corolla that needs new brake pads"
+    )
+    for gesture in (
+        "User waters the balcony plants every Sunday",
+        "User is reading a history of the Roman empire",
+        "User prefers green tea to coffee in the afternoon",
+    ):
+        narrative_seed(project, gesture)
+    memories_embed(memory_ids=list(Memory.objects.values_list("pk", flat=True)))
+    small_talk = [
+        "User: Hey, how's it going? I had such a long week, honestly.",
+        "Assistant: Hi! Sorry to hear it's been long. What's been keeping you busy?",
+        "User: Just a lot of things at once, you know how it is. Work stuff, errands.",
+        "Assistant: That sounds tiring. Did you get any time to rest over the weekend?",
+        "User: A little bit. I watched a movie and cooked some pasta, which was nice.",
+        "Assistant: That sounds relaxing. What movie did you watch?",
+        "User: Some old comedy, I don't even remember the name. It was fine, kind of silly.",
+        "Assistant: Sometimes silly is exactly what we need after a hard week.",
+    ]
+    last = "User: True. Anyway, the Corolla squeaks every time I brake. How urgent is that?"
+    conversation = "\n".join(small_talk * 3 + [last])
+    searched = memory_search(query=conversation, scope_ids=_ids(project), limit=5)
+    assert searched[0].memory.pk == car.pk and searched[0].semantic < 0.15
+
+    items = t1_select(query=conversation, scope_ids=_ids(project), labels={}, session=None)
+
+    assert [item.memory_id for item in items] == [hit.memory.pk for hit in searched]
+
+
 def test_it_too_short_a_query_prefetches_nothing(project):
     assert t1_select(query="hi", scope_ids=_ids(project), labels={}, session=None) == []
     assert t1_select(query="好的", scope_ids=_ids(project), labels={}, session=None) == []
