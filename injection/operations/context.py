@@ -27,29 +27,34 @@ from injection.operations.present import session_as_dict, turn_as_dict
 from injection.services.context import context_session_start, context_turn
 from injection.services.sync import SessionRef, session_as_called, session_open, turns_sync
 from injection.transcripts import claude_code_turns
-from memory.models import Session
+from memory.models import Scope, Session
 from memory.search import turn_search
 from memory.search.sessions import session_search
-from memory.selectors.reads import session_visible_pk, timeline_stretch
-from memory.selectors.visibility import scope_ids_held, scope_ids_readable, sessions_named
+from memory.selectors.reads import session_visible_pk, sessions_meant, timeline_stretch
+from memory.selectors.visibility import scope_ids_held, scope_ids_readable
 from memory.services.errors import Conflict
 from memory.services.timeline import TurnInput, turns_validate
 
 
-def _runtime_of(*, caller: Caller, data: SessionIn) -> str:
-    """The runtime that, with the session id, names the session. A caller that gives none means
-    the session it already has under that id, whichever runtime opened it (among the sessions it
-    may see); a new one opens under the caller's default runtime."""
+def _runtime_of(*, caller: Caller, data: SessionIn, scope: Scope) -> str:
+    """The runtime that, with the session id, names the session the caller continues in `scope`.
+    A caller that gives none means the session it already has under that id, whichever runtime
+    opened it: the one in `scope`, else in the nearest other scope it holds (sessions_meant, the
+    rule the timeline reads by), so a moved session goes on as its segment and another key's
+    session of that id in global neither blocks nor takes over this one. A new id opens under
+    the caller's default runtime."""
     if data.runtime:
         return data.runtime
     known = sorted(
-        set(
-            sessions_named(
+        {
+            session.runtime
+            for session in sessions_meant(
                 principal=caller.principal,
                 scope_ids=scope_ids_held(principal=caller.principal),
+                scope_id=scope.pk,
                 external_id=data.session_id,
-            ).values_list("runtime", flat=True)
-        )
+            )
+        }
     )
     if len(known) > 1:
         raise Conflict(
@@ -63,7 +68,7 @@ def _session_opened(*, caller: Caller, data: SessionIn) -> Session:
     scope = scope_for_write(caller=caller, where=data)
     return session_open(
         ref=SessionRef(
-            runtime=_runtime_of(caller=caller, data=data),
+            runtime=_runtime_of(caller=caller, data=data, scope=scope),
             external_id=data.session_id,
             scope_id=scope.pk,
             cwd=data.cwd,
@@ -82,12 +87,18 @@ def _session_for_block(*, caller: Caller, data: SessionIn) -> tuple[Session | No
         opened = _session_opened(caller=caller, data=data)
         return opened, scope_ids_readable(principal=caller.principal, scope=opened.scope)
     scope = scope_for_read(caller=caller, where=data)
-    existing = (
-        sessions_named(
-            principal=caller.principal, scope_ids=[scope.pk], external_id=data.session_id
-        )
-        .filter(runtime=_runtime_of(caller=caller, data=data))
-        .first()
+    # Only this scope's: the session a writing key would open here, never another scope's.
+    existing = next(
+        iter(
+            sessions_meant(
+                principal=caller.principal,
+                scope_ids=[scope.pk],
+                scope_id=scope.pk,
+                external_id=data.session_id,
+                runtime=_runtime_of(caller=caller, data=data, scope=scope),
+            )
+        ),
+        None,
     )
     if existing is not None:
         existing = session_as_called(
@@ -253,10 +264,14 @@ def sessions_search(*, caller: Caller, data: SessionSearchIn) -> list[dict]:
 def timeline_read(*, caller: Caller, data: TimelineIn) -> list[dict]:
     """Read a stretch of the raw timeline: the turns around one turn (e.g. a memory's evidence),
     a session's newest turns, or the newest turns in this scope."""
-    scope_ids = readable_ids(caller=caller, where=data)
+    scope = scope_for_read(caller=caller, where=data)
+    scope_ids = scope_ids_readable(principal=caller.principal, scope=scope)
     session_pk = (
         session_visible_pk(
-            principal=caller.principal, scope_ids=scope_ids, external_id=data.session_id
+            principal=caller.principal,
+            scope_ids=scope_ids,
+            scope_id=scope.pk,
+            external_id=data.session_id,
         )
         if data.session_id
         else None

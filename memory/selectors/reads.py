@@ -18,8 +18,10 @@ from memory.models import (
     MemoryStatus,
     MemoryType,
     Profile,
+    ScopeKind,
     SelfConcept,
     SelfConceptField,
+    Session,
     ThreadStatus,
 )
 from memory.selectors.visibility import (
@@ -142,16 +144,52 @@ def profiles_with_facts(
     return [(profile, facts[profile.pk]) for profile in chosen]
 
 
-def session_visible_pk(*, principal: Principal, scope_ids: list[int], external_id: str) -> int:
-    pk = (
-        sessions_named(principal=principal, scope_ids=scope_ids, external_id=external_id)
-        .order_by("-started_at")
-        .values_list("pk", flat=True)
-        .first()
+# Narrowest first: a name used in the caller's project means its own session before a
+# workspace's, and a workspace's before global's, which any key holding global may write.
+SCOPE_KIND_NEARNESS = {ScopeKind.PROJECT: 0, ScopeKind.WORKSPACE: 1, ScopeKind.GLOBAL: 2}
+
+
+def sessions_meant(
+    *,
+    principal: Principal,
+    scope_ids: list[int],
+    scope_id: int,
+    external_id: str,
+    runtime: str = "",
+) -> list[Session]:
+    """The sessions a caller working in scope `scope_id` means by a session id (and `runtime`,
+    when given), newest first: those of that scope, else those of the narrowest kind among the
+    other scopes of `scope_ids` that hold any — projects, then a workspace, then global. A reader
+    in a place passes the one project, workspace and global it reads; a writer every scope its
+    key holds, so a session that moved on from another project goes on as its segment there.
+    Reads and writes both ask here, so a turn goes to the session the timeline shows, and a
+    session of the same id in a wider scope (another key's, in global) never shadows the
+    caller's own nor makes its name ambiguous. One scope holds the id once per runtime (the
+    database keeps (runtime, id) unique; another scope's part is a segment), so several rows
+    from one scope mean several runtimes."""
+    named = sessions_named(principal=principal, scope_ids=scope_ids, external_id=external_id)
+    if runtime:
+        named = named.filter(runtime=runtime)
+    rows = list(named.select_related("scope").order_by("-started_at", "-pk"))
+
+    def nearness(session: Session) -> tuple[bool, int]:
+        return session.scope_id != scope_id, SCOPE_KIND_NEARNESS[session.scope.kind]
+
+    nearest = min(map(nearness, rows), default=None)
+    return [session for session in rows if nearness(session) == nearest]
+
+
+def session_visible_pk(
+    *, principal: Principal, scope_ids: list[int], scope_id: int, external_id: str
+) -> int:
+    """The session a reader in `scope_id` means by `external_id` (sessions_meant); of several
+    runtimes there, the newest, as a read names no runtime."""
+    meant = sessions_meant(
+        principal=principal, scope_ids=scope_ids, scope_id=scope_id, external_id=external_id
     )
-    if pk is None:
+    if not meant:
         raise NotFound(f"unknown session {external_id!r}", field="session_id")
-    return pk
+    return meant[0].pk
 
 
 def timeline_stretch(
