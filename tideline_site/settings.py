@@ -227,6 +227,9 @@ LOGGING = {
 # --- Celery: eager (in-process, no broker) unless a broker is configured. -----------------------
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
 CELERY_TASK_ALWAYS_EAGER = env_bool("TIDELINE_CELERY_EAGER", not CELERY_BROKER_URL)
+# An eager task still takes a producer from the pool, and with no URL kombu warned on every
+# command that it fell back to AMQP on localhost; in-process, nothing is ever sent.
+CELERY_BROKER_URL = CELERY_BROKER_URL or ("memory://localhost/" if CELERY_TASK_ALWAYS_EAGER else "")
 CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", "")
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

@@ -253,3 +253,25 @@ def test_it_answers_every_write_while_the_broker_is_down_and_a_worker_embeds_the
     finally:
         for process in reversed(started):
             _stop(process)
+
+
+def test_it_runs_tasks_in_process_without_warning_of_a_broker(tmp_path):
+    """Before, with no broker configured, every command that queued a task printed kombu's
+    "No hostname was supplied. Reverting to default 'localhost'": an eager task still takes a
+    producer, which fell back to AMQP on localhost."""
+    env = {key: value for key, value in os.environ.items() if key != "CELERY_BROKER_URL"}
+    env["TIDELINE_DATA_DIR"] = str(tmp_path / "data")
+    queue = (
+        "from memory import tasks; from memory.services.embedding import task_enqueue; "
+        "task_enqueue(tasks.embeddings_sweep, countdown=20); print('queued')"
+    )
+    finished = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", queue],
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "queued" in finished.stdout, finished.stderr
+    assert "No hostname was supplied" not in finished.stderr
