@@ -353,7 +353,7 @@ def reference_memory_ranking(query, scope_id, limit, min_semantic=None, exclude_
         + priors
     )
     if min_semantic is not None:
-        candidate &= cosine >= min_semantic
+        candidate &= (bm25 > 0) | (found > 0) | (cosine >= min_semantic)
     candidate &= ~np.isin(table["id"], list(exclude_ids))
     rows = sorted(np.flatnonzero(candidate), key=lambda row: -score[row])[:limit]
     return {int(table["id"][row]): float(score[row]) for row in rows}
@@ -391,9 +391,9 @@ def test_it_ranks_memories_exactly_as_scoring_every_row_from_scratch(
 def test_it_scores_the_hits_it_may_show_as_the_unfiltered_ranking_does(
     memory_store, words, min_semantic, seen, limit
 ):
-    """The per-turn block's T1 asks with the model's noise floor as `min_semantic`, leaving out
-    what the session was already shown: it must hold search's own ranking of the rows left, not
-    a ranking re-scaled to them."""
+    """The per-turn block's T1 asks with the model's noise floor as `min_semantic` (held against
+    rows that match no word), leaving out what the session was already shown: it must hold
+    search's own ranking of the rows left, not a ranking re-scaled to them."""
     query = query_of(words, [])
     stored = list(
         Memory.objects.filter(scope=memory_store).order_by("pk").values_list("pk", flat=True)
@@ -409,7 +409,10 @@ def test_it_scores_the_hits_it_may_show_as_the_unfiltered_ranking_does(
         min_semantic=min_semantic,
         exclude_ids=exclude_ids,
     )
-    assert min_semantic is None or all(hit.semantic >= min_semantic for hit in hits)
+    assert min_semantic is None or all(
+        hit.semantic >= min_semantic or hit.why["matched_terms"] or hit.why["boosts"]["keyword"]
+        for hit in hits
+    )
     assert exclude_ids.isdisjoint(hit.memory.pk for hit in hits)
     assert_ranked_as(hits, expected)
 
