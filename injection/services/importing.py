@@ -6,8 +6,9 @@ session and position), so importing the same files again adds nothing.
 """
 
 import json
+import os
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,7 +17,7 @@ from django.utils.dateparse import parse_datetime
 
 from injection.services.sync import SessionRef, session_open, turns_sync
 from injection.transcripts import claude_code_turns, text_of
-from memory.models import Actor, Scope, ScopeKind
+from memory.models import Actor, ContextTurn, Scope, ScopeKind, Session
 from memory.services.bounds import (
     MOMENT_EARLIEST,
     MOMENT_LATEST,
@@ -25,14 +26,22 @@ from memory.services.bounds import (
     text_well_formed,
 )
 from memory.services.errors import InvalidInput
-from memory.services.scopes import scope_resolve
-from memory.services.timeline import TURN_MAX_CHARS, TurnInput, turns_validate
+from memory.services.scopes import scope_resolve, scope_resolve_for_write
+from memory.services.timeline import (
+    TURN_MAX_CHARS,
+    TurnInput,
+    segment_external_id,
+    turns_validate,
+)
 
 FORMATS = ("claude", "hermes", "jsonl")
 IMPORTED_ROLES = ("user", "assistant")
 HERMES_STATE_FILE = "state.db"
 # Hermes writes request dumps for debugging next to its session snapshots; they are not sessions.
 HERMES_DEBUG_DUMP_PREFIX = "request_dump_"
+# Turns recorded per write: a long session shows its progress, and holds the write lock only
+# that long at a time.
+IMPORT_BATCH_TURNS = 200
 
 
 def _storable(text: str) -> str:
@@ -164,7 +173,7 @@ def hermes_state_parse(path: Path) -> Iterator[ParsedSession]:
                 if text and text.strip()
             ]
             yield ParsedSession(
-                runtime="hermes", external_id=str(session_id), cwd=cwd or "", turns=turns
+                runtime="hermes", external_id=str(session_id), cwd=str(cwd or ""), turns=turns
             )
     except sqlite3.Error as exc:
         raise InvalidInput(f"{path.name}: not a Hermes state.db ({exc})") from exc
@@ -239,14 +248,37 @@ def files_collect(paths: Iterable[str]) -> list[Path]:
 
 
 def scope_of_transcript(*, cwd: str, source: str) -> Scope:
-    """Where an imported session belongs, fail-closed. Its directory may be gone, or no git
-    checkout any more, or never named: then it is a project keyed by that directory (or by the
-    file it came from) — never global, where it would be shown to every project as "where the
-    last session left off"."""
-    scope = scope_resolve(cwd=cwd or None)
-    if scope.kind != ScopeKind.GLOBAL or not (cwd or source):
+    """Where an imported session belongs, fail-closed: never global, where it would be shown to
+    every project as "where the last session left off". Its cwd ("~" being the importing user's
+    home) is read as any write's (scope_resolve_for_write): one that is no absolute path, or too
+    long to key a scope, is refused (InvalidInput). A directory that is gone, or outside every
+    project, is a project keyed by it; a session that names no cwd, one keyed by its file."""
+    if not cwd:
+        return scope_resolve(explicit=f"project:{os.path.abspath(source)}")
+    path = os.path.expanduser(cwd)
+    try:
+        scope = scope_resolve_for_write(cwd=path)
+    except InvalidInput as exc:
+        raise InvalidInput(f"cwd {cwd!r} is refused: {exc.message}") from exc
+    if scope.kind != ScopeKind.GLOBAL:
         return scope
-    return scope_resolve(explicit=f"project:{cwd or source}")
+    return scope_resolve(explicit=f"project:{path}")
+
+
+def _recorded_before(parsed: ParsedSession) -> bool:
+    """Whether an earlier import holds every turn of this session, in any scope (its first part
+    or a segment of it): importing it again elsewhere would open an empty segment there."""
+    first = Session.objects.filter(runtime=parsed.runtime, external_id=parsed.external_id).first()
+    if first is None:
+        return False
+    parts = [first.pk] + [
+        pk
+        for pk, external_id, scope_id in first.children.values_list("pk", "external_id", "scope_id")
+        if external_id == segment_external_id(external_id=first.external_id, scope_id=scope_id)
+    ]
+    wanted = {turn.external_id for turn in parsed.turns}
+    held = ContextTurn.objects.filter(session_id__in=parts, external_id__in=wanted)
+    return len(set(held.values_list("external_id", flat=True))) == len(wanted)
 
 
 @dataclass
@@ -254,14 +286,23 @@ class FileImportReport:
     sessions: int = 0
     recorded: int = 0
     skipped: int = 0
+    # Why each session left out was refused: the file's other sessions are imported.
+    refused: list[str] = field(default_factory=list)
 
 
 def sessions_import(
-    *, path: Path, format: str = "auto", scope: Scope | None = None, actor: str = Actor.OWNER
+    *,
+    path: Path,
+    format: str = "auto",
+    scope: Scope | None = None,
+    actor: str = Actor.OWNER,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> FileImportReport:
     """Import every session of one file, each in the scope of its own cwd (or `scope`), skipping
     every turn already imported. The whole file is read and every turn checked before the first
-    session is opened, so a file refused for what it holds leaves no session behind."""
+    session is opened, so a file refused for what it holds leaves no session behind; a session
+    whose cwd names no place is left out and said so in the report. `progress(file name, turns
+    done, turns in the file)` follows every batch of turns written."""
     try:
         kind = format_guess(path) if format == "auto" else format
         sessions = list(PARSERS[kind](path))
@@ -274,23 +315,39 @@ def sessions_import(
             except InvalidInput as exc:
                 raise InvalidInput(f"session {parsed.external_id}: {exc}") from exc
     report = FileImportReport()
+    placed = []
     for parsed in sessions:
+        try:
+            placed.append((parsed, scope or scope_of_transcript(cwd=parsed.cwd, source=str(path))))
+        except InvalidInput as exc:
+            report.refused.append(f"session {parsed.external_id}: {exc}; left out")
+    total = sum(len(parsed.turns) for parsed, _ in placed)
+    done = 0
+    for parsed, home in placed:
+        report.sessions += 1
+        if _recorded_before(parsed):
+            report.skipped += len(parsed.turns)
+            done += len(parsed.turns)
+            if progress and parsed.turns:
+                progress(path.name, done, total)
+            continue
         session = session_open(
             ref=SessionRef(
                 runtime=parsed.runtime,
                 external_id=parsed.external_id,
-                scope_id=(scope or scope_of_transcript(cwd=parsed.cwd, source=str(path))).pk,
+                scope_id=home.pk,
                 cwd=parsed.cwd,
             ),
             actor=actor,
         )
-        report.sessions += 1
-        if parsed.turns:
+        for start in range(0, len(parsed.turns), IMPORT_BATCH_TURNS):
+            batch = parsed.turns[start : start + IMPORT_BATCH_TURNS]
             # The owner's import reads every scope: a session imported again under another
             # project skips what its first import recorded.
-            result = turns_sync(
-                session=session, turns=parsed.turns, actor=actor, scope_ids_readable=None
-            )
+            result = turns_sync(session=session, turns=batch, actor=actor, scope_ids_readable=None)
             report.recorded += len(result.recorded)
             report.skipped += result.skipped
+            done += len(batch)
+            if progress:
+                progress(path.name, done, total)
     return report

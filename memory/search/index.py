@@ -230,10 +230,15 @@ class SearchIndex(ABC):
             self.dead += 1
 
     def _vector(self, blob, model_id: str) -> np.ndarray | None:
+        """The row's vector, or None when it has none in this index's model. A blob of another
+        length (an import let a damaged one in) is none either: read as float32s it would fail
+        every search, and `reembed --all` embeds the row again."""
         if not blob or self.model_id is None or model_id != self.model_id:
             return None
-        vector = np.frombuffer(bytes(blob), dtype=np.float32)
-        return vector if vector.shape[0] == self.dim else None
+        data = bytes(blob)
+        if len(data) != self.dim * np.dtype(np.float32).itemsize:
+            return None
+        return np.frombuffer(data, dtype=np.float32)
 
     def _add(
         self, pk: int, values: dict, bag: dict[str, float], vector, own: dict | None = None

@@ -19,7 +19,7 @@ whose id is taken gets a new one (every reference follows it).
 import json
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
@@ -37,16 +37,22 @@ from django.db import DataError, IntegrityError, connection, models, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from memory.models import Actor, AuditAction, AuditEvent, Memory, Scope
+from memory.models import Actor, AuditAction, AuditEvent, Memory, MemoryStatus, MemoryType, Scope
+from memory.search.service import embedder_dimension
 from memory.services.audit import audit_record
 from memory.services.consolidation import dependency_memory_id
-from memory.services.embedding import turn_words_embed
+from memory.services.embedding import embedder_get, turn_words_embed
 from memory.services.errors import Conflict, InvalidInput
+from memory.services.facts import CLOCK_SKEW
 from memory.services.maintenance import intervals_repair
 
 FORMAT = "tideline-export"
 VERSION = 1
 QUERY_CHUNK = 2000
+# Rows between two progress reports of an export or import.
+PROGRESS_ROWS = 100
+# A stored vector is float32s, 4 bytes each.
+VECTOR_ITEM_BYTES = 4
 
 # Import order: every row after the rows its triggers read (a memory before its narrative row).
 # Foreign keys are checked at commit on both databases, so cycles (supersedes) need no order.
@@ -112,6 +118,8 @@ WHOLE_STORE_ONLY = [
     "dream.dreamrun",
 ]
 EMBEDDING_FIELDS = {"embedding", "embedding_model", "embedding_status"}
+# `progress(label, rows done, rows in all)`, as the management commands' progress bars take it.
+Progress = Callable[[str, int, int], None]
 
 
 class FullPrecisionEncoder(DjangoJSONEncoder):
@@ -250,12 +258,28 @@ def _read_snapshot() -> Iterator[None]:
         yield
 
 
+def _reported(
+    rows: Iterator[models.Model], *, done: int, total: int, progress: Progress | None
+) -> Iterator[models.Model]:
+    """The rows, reporting every PROGRESS_ROWS of them as "exporting" (`done` before the first)."""
+    for row in rows:
+        yield row
+        done += 1
+        if progress and done % PROGRESS_ROWS == 0:
+            progress("exporting", done, total)
+
+
 def store_export(
-    *, out: IO[str], scope: Scope | None = None, embeddings: bool = True
+    *,
+    out: IO[str],
+    scope: Scope | None = None,
+    embeddings: bool = True,
+    progress: Progress | None = None,
 ) -> TransferReport:
     """Write the whole store, or one scope, to `out` as JSON Lines. Without `embeddings` vectors
     are left out and the imported rows wait as `pending` for the embedding sweep. One read
-    snapshot, so rows written meanwhile are either wholly in or wholly out."""
+    snapshot, so rows written meanwhile are either wholly in or wholly out. `progress` follows
+    the rows written."""
     with _read_snapshot():
         selection = _scope_selection(scope) if scope is not None else None
         counts = {
@@ -278,16 +302,26 @@ def store_export(
             "counts": counts,
         }
         out.write(json.dumps(header, ensure_ascii=False) + "\n")
+        total, written = sum(counts.values()), 0
         for label in EXPORTED_MODELS:
             if not counts[label]:
                 continue
             serializers.serialize(
                 "jsonl",
-                _queryset(label, selection[label] if selection is not None else None),
+                _reported(
+                    _queryset(label, selection[label] if selection is not None else None),
+                    done=written,
+                    total=total,
+                    progress=progress,
+                ),
                 stream=out,
                 fields=_field_names(label, embeddings=embeddings),
                 cls=FullPrecisionEncoder,
             )
+            # The snapshot holds still, so the model's rows are exactly the ones counted.
+            written += counts[label]
+            if progress:
+                progress("exporting", written, total)
     return TransferReport(
         counts=counts, scope_label=scope.label if scope else "", embeddings=embeddings
     )
@@ -344,6 +378,10 @@ def _scan(path: Path) -> tuple[dict, dict[str, set[int]], list[dict]]:
                 raise InvalidInput(f"{path}:{number} is a scope without its kind and key")
             scopes.append({"pk": pk, **fields})
     for label, expected in header["counts"].items():
+        if not isinstance(expected, int) or isinstance(expected, bool):
+            raise InvalidInput(
+                f"{path}:1 gives {label} a row count of {expected!r}, not a whole number"
+            )
         if len(ids.get(label, ())) != expected:
             raise InvalidInput(
                 f"{path} is incomplete: {label} has {len(ids.get(label, ()))} rows,"
@@ -412,8 +450,11 @@ def _dangling_refuse(*, path: Path, stored: dict[str, dict[int, int]]) -> None:
         ]
         for table, source, column, target, target_column in links:
             for chunk in _chunks(sorted(lines)):
+                # Without its ordering: a model ordered by a foreign key's fields (a turn by its
+                # session's start) joins that row in, and the join drops the dangling row.
                 dangling = (
-                    table._base_manager.filter(**{f"{source}__in": chunk})
+                    table._base_manager.order_by()
+                    .filter(**{f"{source}__in": chunk})
                     .exclude(**{f"{column}__isnull": True})
                     .exclude(**{f"{column}__in": target._base_manager.values(target_column)})
                     .values_list(source, flat=True)
@@ -457,7 +498,52 @@ def _invalid(instance: models.Model) -> str | None:
                 )
             ):
                 return f"depends_on entry {item!r} is not 'path:/absolute/path' or 'memory:<id>'"
+        # A write refuses it (fact_validate): the fact would hold its key while every read of
+        # the present passed it by.
+        if (
+            instance.memory_type == MemoryType.FACT
+            and instance.status in (MemoryStatus.ACTIVE, MemoryStatus.CANDIDATE)
+            and _dated_ahead(instance.valid_from)
+        ):
+            return (
+                f"valid_from {instance.valid_from.isoformat()} is in the future: a current fact"
+                " records what is or was true"
+            )
     return None
+
+
+def _dated_ahead(moment: datetime | None) -> bool:
+    """Whether `moment` is later than a writer's clock may run ahead of this one (a naive moment
+    is in the current time zone, as Django stores it)."""
+    if moment is None:
+        return False
+    now = timezone.now()
+    return moment > (timezone.make_naive(now) if timezone.is_naive(moment) else now) + CLOCK_SKEW
+
+
+def _vector_invalid(instance: models.Model, dims: dict[str, int]) -> str | None:
+    """Why a row's vector cannot be searched, if it cannot: search reads it as float32s of its
+    model's dimension, and one stored otherwise failed every search after it. `dims` holds each
+    embedding model's dimension as known (the configured embedder's, else the first vector of
+    that model in the file) and learns it from this row."""
+    blob = getattr(instance, "embedding", None)
+    if not blob:
+        return None
+    size = len(bytes(blob))
+    if size % VECTOR_ITEM_BYTES:
+        return f"embedding is {size} bytes, not a whole number of {VECTOR_ITEM_BYTES}-byte floats"
+    model, dim = instance.embedding_model, size // VECTOR_ITEM_BYTES
+    expected = dims.setdefault(model, dim)
+    if dim != expected:
+        return f"embedding has {dim} dimensions where {model!r} vectors have {expected}"
+    return None
+
+
+def _dims_known() -> dict[str, int]:
+    """The configured embedder's dimension by its model id, when it is known."""
+    embedder = embedder_get()
+    dim = embedder_dimension(embedder)
+    return {embedder.model_id: dim} if embedder is not None and dim else {}
 
 
 def _stable_keys_derive(*, path: Path, stored: dict[str, dict[int, int]]) -> None:
@@ -484,10 +570,15 @@ def _stable_keys_derive(*, path: Path, stored: dict[str, dict[int, int]]) -> Non
                     ) from exc
 
 
-def store_import(*, path: Path, actor: str = Actor.OWNER) -> TransferReport:
+def store_import(
+    *, path: Path, actor: str = Actor.OWNER, progress: Progress | None = None
+) -> TransferReport:
     """Load an export into this database in one transaction (see the module docstring for what
-    is refused). Sequences are moved past the imported ids; one audit row records the import."""
+    is refused). Sequences are moved past the imported ids; one audit row records the import.
+    `progress` follows the rows read, then the words embedded."""
     header, ids, scopes = _scan(path)
+    total = sum(len(rows) for rows in ids.values())
+    dims = _dims_known()
     with transaction.atomic():
         mapping, renumber = _scope_plan(scopes)
         clashes = _collisions(ids)
@@ -507,6 +598,9 @@ def store_import(*, path: Path, actor: str = Actor.OWNER) -> TransferReport:
         lines = _lines(path)
         next(lines)
         for number, line in lines:
+            # Every row before this one is in (line 1 is the header).
+            if progress and (number - 2) % PROGRESS_ROWS == 0:
+                progress("importing", number - 2, total)
             try:
                 (row,) = serializers.deserialize("jsonl", [line])
             except DeserializationError as exc:
@@ -515,7 +609,7 @@ def store_import(*, path: Path, actor: str = Actor.OWNER) -> TransferReport:
                 ) from exc
             instance = row.object
             label = instance._meta.label_lower
-            invalid = _invalid(instance)
+            invalid = _invalid(instance) or _vector_invalid(instance, dims)
             if invalid:
                 raise InvalidInput(f"{path}:{number} is not a valid {label} row: {invalid}")
             if label == "memory.memory":
@@ -544,6 +638,8 @@ def store_import(*, path: Path, actor: str = Actor.OWNER) -> TransferReport:
                 mapping[old] = instance.pk
             counts[label] = counts.get(label, 0) + 1
             stored.setdefault(label, {})[instance.pk] = number
+        if progress:
+            progress("importing", total, total)
         _dangling_refuse(path=path, stored=stored)
         _stable_keys_derive(path=path, stored=stored)
         # An export of an older release may hold rows that end before they begin.
@@ -573,7 +669,7 @@ def store_import(*, path: Path, actor: str = Actor.OWNER) -> TransferReport:
     if header.get("embeddings"):
         # Turns imported with their vectors queue no embedding task, and that task is what embeds
         # a turn's words (for query expansion): they are embedded here, after the commit.
-        turn_words_embed(turn_ids=sorted(ids.get("memory.contextturn", ())))
+        turn_words_embed(turn_ids=sorted(ids.get("memory.contextturn", ())), progress=progress)
     return TransferReport(
         counts=counts,
         scope_label=scope.get("label", ""),

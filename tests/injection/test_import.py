@@ -1,10 +1,12 @@
 import json
+import sqlite3
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
 
-from memory.models import ContextTurn, Session
+from injection.services import importing
+from memory.models import AuditEvent, ContextTurn, Session
 
 
 def _write_lines(path, rows):
@@ -230,3 +232,121 @@ def test_it_imports_ids_and_text_with_nul_or_a_lone_surrogate_on_either_backend(
     session = Session.objects.get()
     assert session.external_id == "sx"
     assert session.turns.get().content == "hello  there ?"
+
+
+def _hermes_state_write(path, sessions):
+    """A Hermes state.db holding only what the import reads: (id, cwd, [(role, content)…])."""
+    connection = sqlite3.connect(path)
+    connection.execute("CREATE TABLE sessions (id TEXT, cwd, started_at REAL)")
+    connection.execute(
+        "CREATE TABLE messages (id INTEGER PRIMARY KEY, session_id TEXT, role TEXT, content TEXT,"
+        " timestamp REAL, active INTEGER)"
+    )
+    for number, (session_id, cwd, turns) in enumerate(sessions):
+        connection.execute("INSERT INTO sessions VALUES (?, ?, ?)", (session_id, cwd, number))
+        for role, content in turns:
+            connection.execute(
+                "INSERT INTO messages (session_id, role, content, timestamp, active)"
+                " VALUES (?, ?, ?, 1764000000, 1)",
+                (session_id, role, content),
+            )
+    connection.commit()
+    connection.close()
+    return path
+
+
+def test_it_refuses_a_session_whose_cwd_is_no_absolute_path_and_never_files_it_in_global(
+    db, tmp_path, project_dir
+):
+    """Such a cwd fell back to the global scope, which every project reads."""
+    _write_lines(
+        tmp_path / "generic.jsonl",
+        [
+            {"session": "s-dot", "role": "user", "content": "secret-dot-41", "cwd": "."},
+            {"session": "s-rel", "role": "user", "content": "secret-rel-41", "cwd": "rel/dir"},
+            {"session": "s-int", "role": "user", "content": "secret-int-41", "cwd": 123},
+            {"session": "s-ok", "role": "user", "content": "kept", "cwd": str(project_dir)},
+        ],
+    )
+    _hermes_state_write(
+        tmp_path / "state.db",
+        [("h-int", 123, [("user", "secret-h-int-41")]), ("h-dot", ".", [("user", "secret-h")])],
+    )
+    out, err = StringIO(), StringIO()
+
+    call_command("import_sessions", str(tmp_path), stdout=out, stderr=err)
+
+    assert list(Session.objects.values_list("external_id", flat=True)) == ["s-ok"]
+    assert not ContextTurn.objects.filter(content__startswith="secret").exists()
+    for session, cwd in [("s-dot", "."), ("s-rel", "rel/dir"), ("s-int", "123"), ("h-int", "123")]:
+        assert f"session {session}: cwd {cwd!r} is refused: cwd must be an absolute path" in (
+            err.getvalue()
+        )
+    assert (
+        "1 session(s): 1 turn(s) imported, 0 already present, 0 file(s) failed, 5 session(s) refused"
+        in (out.getvalue())
+    )
+
+
+def test_it_files_a_cwd_under_the_importing_user_s_home_in_a_project_of_its_own(
+    db, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    _hermes_state_write(
+        tmp_path / "state.db", [("h-home", "~/src/secret-project", [("user", "in my home")])]
+    )
+
+    call_command("import_sessions", str(tmp_path / "state.db"), stdout=StringIO())
+
+    scope = Session.objects.get(external_id="h-home").scope
+    assert (scope.kind, scope.key) == ("project", str(tmp_path / "home/src/secret-project"))
+
+
+def test_it_files_a_session_without_a_cwd_by_its_file_named_relatively(db, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _write_lines(tmp_path / "generic.jsonl", [{"session": "g", "role": "user", "content": "x"}])
+
+    call_command("import_sessions", "generic.jsonl", stdout=StringIO())
+
+    scope = Session.objects.get(external_id="g").scope
+    assert (scope.kind, scope.key) == ("project", str(tmp_path / "generic.jsonl"))
+
+
+def test_it_opens_no_session_elsewhere_when_every_turn_is_already_present(
+    db, sessions_dir, other_dir
+):
+    """Importing a file again under another scope opened an empty session there, global too."""
+    call_command("import_sessions", str(sessions_dir), stdout=StringIO(), stderr=StringIO())
+    before = (Session.objects.count(), AuditEvent.objects.count())
+    out = StringIO()
+
+    for scope in ("global", f"project:{other_dir}"):
+        call_command(
+            "import_sessions", str(sessions_dir), "--scope", scope, stdout=out, stderr=StringIO()
+        )
+
+    assert (Session.objects.count(), AuditEvent.objects.count()) == before
+    assert out.getvalue().count("4 session(s): 0 turn(s) imported, 7 already present") == 2
+
+
+class Terminal(StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_it_reports_its_progress_turn_by_turn(db, tmp_path, monkeypatch):
+    monkeypatch.setattr(importing, "IMPORT_BATCH_TURNS", 2)
+    _write_lines(
+        tmp_path / "long.jsonl",
+        [{"session": "long", "role": "user", "content": f"turn {n}"} for n in range(5)],
+    )
+    steps = []
+
+    importing.sessions_import(
+        path=tmp_path / "long.jsonl", progress=lambda *step: steps.append(step)
+    )
+    drawn = Terminal()
+    call_command("import_sessions", str(tmp_path / "long.jsonl"), stdout=StringIO(), stderr=drawn)
+
+    assert steps == [("long.jsonl", 2, 5), ("long.jsonl", 4, 5), ("long.jsonl", 5, 5)]
+    assert "5/5" in drawn.getvalue() and "files=1/1" in drawn.getvalue()

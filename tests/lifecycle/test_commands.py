@@ -6,7 +6,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from memory.models import AuditEvent, FactKind
+from memory.models import AttentionEvent, AuditEvent, FactKind, Memory
 from memory.services.facts import FactInput, fact_write
 from memory.services.inbox import inbox_capture
 from memory.services.narratives import NarrativeInput, narrative_write
@@ -140,6 +140,27 @@ def test_it_configures_a_local_keyless_llm(db, settings, tmp_path):
     )
     assert "key none" in out
     assert "LLM: qwen at http://127.0.0.1:11434/v1 (key not set)" in run("stats")
+
+
+def test_it_recalls_as_the_agent_would_without_secrets_or_counting_an_activation(db, make_repo):
+    """`context` is the owner looking at what an agent gets: it listed secret memories, which no
+    agent's injection shows, and counted each hit as an activation, which moves decay."""
+    repo = make_repo("archive-manager")
+    project = scope_resolve(cwd=str(repo))
+    shown = narrative_write(
+        data=NarrativeInput(scope_id=project.pk, gesture="the archive runs on zstd level 19")
+    )
+    narrative_write(
+        data=NarrativeInput(
+            scope_id=project.pk, gesture="the archive zstd dictionary key is hunter2", secret=True
+        )
+    )
+
+    out = run("context", "--query", "archive zstd", "--cwd", str(repo))
+
+    assert f"#{shown.pk} " in out and "hunter2" not in out
+    assert Memory.objects.filter(activation_count__gt=0).count() == 0
+    assert not AttentionEvent.objects.exists()
 
 
 def test_it_rejects_a_bad_as_of(db):

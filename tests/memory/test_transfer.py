@@ -1,6 +1,7 @@
 """Moving a store: export → import into a fresh database gives the same rows and the same search
 results; a scope travels with what its rows point at; backup is consistent under write load."""
 
+import base64
 import io
 import json
 import os
@@ -38,6 +39,7 @@ from memory.models import (
 )
 from memory.search import memory_search
 from memory.services.audit import audit_context
+from memory.services.embedding import embedder_get
 from memory.services.errors import Conflict
 from memory.services.facts import FactInput, fact_write
 from memory.services.inbox import inbox_capture
@@ -827,3 +829,192 @@ def test_it_ends_an_imported_row_that_ends_before_it_begins_where_it_begins(db, 
     assert imported.valid_to == imported.valid_from
     [repair] = AuditEvent.objects.filter(target_id=900002, action="update")
     assert repair.before == {"valid_to": "2019-01-01T00:00:00+00:00"}
+
+
+def test_it_refuses_a_header_count_that_is_no_number_naming_its_line(db, tmp_path):
+    """A count of "1" compared unequal to the file's 1 row: the message said "has 1 rows, the
+    header says 1"."""
+    header, *rows = _small_export(tmp_path)
+    damaged = json.loads(header)
+    damaged["counts"]["memory.session"] = "1"
+    export = tmp_path / "counts.jsonl"
+    export.write_text("\n".join([json.dumps(damaged), *rows]) + "\n", encoding="utf-8")
+
+    with pytest.raises(CommandError, match=r"counts\.jsonl:1 .*memory\.session.*'1'.*whole number"):
+        call_command("import_store", str(export), stdout=io.StringIO())
+
+
+def _turn_export(tmp_path: Path) -> list[str]:
+    """_small_export with one turn of its session appended."""
+    lines = _small_export(tmp_path)
+    scope = scope_ensure(kind=ScopeKind.PROJECT, key="/moving/turns")
+    session = session_start(runtime="test", external_id="moving-turns", scope_id=scope.pk)
+    turns_record(session_id=session.pk, turns=[TurnInput(role="user", content="the archive")])
+    turn = next(r for r in _rows(_export(scope=scope)) if r["model"] == "memory.contextturn")
+    turn.update(pk=900001)
+    turn["fields"].update(session=900001, scope=900001)
+    header = json.loads(lines[0])
+    header["counts"]["memory.contextturn"] = 1
+    return [json.dumps(header), *lines[1:], json.dumps(turn)]
+
+
+def test_it_imports_the_turn_export_it_damages_below(db, tmp_path):
+    export = tmp_path / "turns.jsonl"
+    export.write_text("\n".join(_turn_export(tmp_path)) + "\n", encoding="utf-8")
+    call_command("import_store", str(export), stdout=io.StringIO())
+    assert ContextTurn.objects.get(pk=900001).session.external_id == "moved-1"
+
+
+def test_it_refuses_a_turn_of_a_session_neither_file_nor_store_holds_naming_its_line(db, tmp_path):
+    """ContextTurn is ordered by its session's start: the check for dangling rows joined the
+    sessions and so never saw a turn whose session is missing, and the commit failed on it."""
+    lines = _turn_export(tmp_path)
+    turn = json.loads(lines[3])
+    turn["fields"]["session"] = 777777
+    lines[3] = json.dumps(turn)
+    export = tmp_path / "turns.jsonl"
+    export.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    before = (Session.objects.count(), ContextTurn.objects.count(), AuditEvent.objects.count())
+
+    with pytest.raises(CommandError, match=r"turns\.jsonl:4 points at a memory\.session row"):
+        call_command("import_store", str(export), stdout=io.StringIO())
+
+    assert (Session.objects.count(), ContextTurn.objects.count(), AuditEvent.objects.count()) == (
+        before
+    )
+
+
+@pytest.mark.parametrize(
+    ("model_id", "blob", "reason"),
+    [
+        ("some-other-model", b"\x00\x00\x80", "3 bytes"),
+        (None, b"\x00\x00\x80?" * 3, "3 dimensions"),
+    ],
+)
+def test_it_refuses_a_vector_of_the_wrong_size_naming_its_line(
+    db, tmp_path, model_id, blob, reason
+):
+    """A vector of 3 bytes was stored, and every search after failed on it."""
+    rows = [json.loads(text) for text in _memory_export()]
+    rows[2]["fields"].update(
+        embedding=base64.b64encode(blob).decode(),
+        embedding_model=model_id or embedder_get().model_id,
+        embedding_status=EmbeddingStatus.READY,
+    )
+    export = tmp_path / "vectors.jsonl"
+    export.write_text("\n".join(json.dumps(row) for row in rows) + "\n", encoding="utf-8")
+
+    with pytest.raises(CommandError, match=rf"vectors\.jsonl:3 .*embedding .*{reason}"):
+        call_command("import_store", str(export), stdout=io.StringIO())
+
+    assert not Memory.objects.filter(pk=900002).exists()
+
+
+def test_it_refuses_vectors_of_one_model_with_two_sizes_naming_the_second(db, tmp_path):
+    rows = [json.loads(text) for text in _memory_export()]
+    second = json.loads(json.dumps(rows[2:]))
+    for row in second:
+        row["pk"] = 900003
+    for row, size in ((rows[2], 2), (second[0], 3)):
+        row["fields"].update(
+            embedding=base64.b64encode(b"\x00\x00\x80?" * size).decode(),
+            embedding_model="some-other-model",
+            embedding_status=EmbeddingStatus.READY,
+        )
+    rows[0]["counts"]["memory.memory"] = rows[0]["counts"]["memory.narrative"] = 2
+    lines = [rows[0], rows[1], rows[2], second[0], rows[3], second[1]]
+    export = tmp_path / "vectors.jsonl"
+    export.write_text("\n".join(json.dumps(row) for row in lines) + "\n", encoding="utf-8")
+
+    with pytest.raises(CommandError, match=r"vectors\.jsonl:4 .*3 dimensions.* 2"):
+        call_command("import_store", str(export), stdout=io.StringIO())
+
+
+def test_it_searches_a_store_that_already_holds_a_vector_of_the_wrong_size(db, project_scope):
+    """A store an earlier import damaged still answers, by its words, until reembed --all."""
+    broken = narrative_write(
+        data=NarrativeInput(scope_id=project_scope.pk, gesture="the archive moved to zstd")
+    )
+    Memory.objects.filter(pk=broken.pk).update(
+        embedding=b"\x00\x00\x80",
+        embedding_model=embedder_get().model_id,
+        embedding_status=EmbeddingStatus.READY,
+    )
+
+    hits = memory_search(query="archive zstd", scope_ids=[project_scope.pk])
+
+    assert [hit.memory.pk for hit in hits] == [broken.pk]
+
+
+def _fact_export() -> list[str]:
+    """A scope, a profile in it and a fact of that profile no store here holds."""
+    scope = scope_ensure(kind=ScopeKind.PROJECT, key="/moving/facts")
+    fact_write(
+        data=FactInput(
+            scope_id=scope.pk,
+            profile_name="user",
+            kind="fact",
+            predicate="db_engine",
+            value="PostgreSQL 16",
+        )
+    )
+    wanted = ("memory.scope", "memory.profile", "memory.memory", "memory.fact")
+    rows = sorted(
+        (r for r in _rows(_export(scope=scope)) if r["model"] in wanted),
+        key=lambda r: wanted.index(r["model"]),
+    )
+    for row in rows:
+        row["pk"] = 900004
+    rows[0]["fields"]["key"] = "/moved/facts"
+    rows[1]["fields"]["scope"] = rows[2]["fields"]["scope"] = 900004
+    rows[3]["fields"]["profile"] = 900004
+    header = {
+        "format": "tideline-export",
+        "version": 1,
+        "scope": None,
+        "embeddings": False,
+        "counts": {label: 1 for label in wanted},
+    }
+    return [json.dumps(line) for line in (header, *rows)]
+
+
+def test_it_imports_the_fact_export_it_damages_below(db, tmp_path):
+    export = tmp_path / "facts.jsonl"
+    export.write_text("\n".join(_fact_export()) + "\n", encoding="utf-8")
+    call_command("import_store", str(export), stdout=io.StringIO())
+    assert Fact.objects.get(pk=900004).value == "PostgreSQL 16"
+
+
+def test_it_refuses_a_current_fact_dated_ahead_naming_its_line(db, tmp_path):
+    """Such a fact held its key while every read of the present passed it by; a write of it is
+    refused for that reason."""
+    lines = _fact_export()
+    memory_row = json.loads(lines[3])
+    memory_row["fields"]["valid_from"] = "2999-01-01T00:00:00Z"
+    lines[3] = json.dumps(memory_row)
+    export = tmp_path / "facts.jsonl"
+    export.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    with pytest.raises(CommandError, match=r"facts\.jsonl:4 .*valid_from .*future"):
+        call_command("import_store", str(export), stdout=io.StringIO())
+
+    assert not Memory.objects.filter(pk=900004).exists()
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_it_draws_the_export_and_import_progress_by_rows_on_a_terminal(db, tmp_path):
+    export = tmp_path / "memory.jsonl"
+    export.write_text("\n".join(_memory_export()) + "\n", encoding="utf-8")
+    drawn = Terminal()
+
+    call_command("import_store", str(export), stdout=io.StringIO(), stderr=drawn)
+    call_command("export", str(tmp_path / "again.jsonl"), stderr=drawn)
+
+    rows = sum(json.loads(export.read_text().splitlines()[0])["counts"].values())
+    exported = sum(json.loads((tmp_path / "again.jsonl").open().readline())["counts"].values())
+    assert "importing: 100%" in drawn.getvalue() and f"{rows}/{rows}" in drawn.getvalue()
+    assert "exporting: 100%" in drawn.getvalue() and f"{exported}/{exported}" in drawn.getvalue()

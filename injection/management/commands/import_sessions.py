@@ -11,7 +11,8 @@ from memory.services.errors import TidelineError
 class Command(ProgressCommand):
     help = (
         "Import Claude Code JSONL transcripts, Hermes session files or generic JSONL "
-        "(session, role, content, ts). Each session lands in the scope of its own cwd; "
+        "(session, role, content, ts). Each session lands in the scope of its own cwd ('~' is "
+        "your home; a session whose cwd is no absolute path is left out and reported); "
         "re-importing adds nothing. A file with a turn that cannot be stored is refused whole."
     )
 
@@ -33,23 +34,37 @@ class Command(ProgressCommand):
         except TidelineError as exc:
             raise CommandError(str(exc)) from exc
         chosen = scope_named(scope, create=True) if scope else None
-        totals = {"sessions": 0, "recorded": 0, "skipped": 0, "failed": 0}
-        bar = self.progress(total=len(files), desc="importing", unit="file")
-        for path in files:
+        totals = {"sessions": 0, "recorded": 0, "skipped": 0, "refused": 0, "failed": 0}
+        # One bar of turns over every file: each file's turns are counted once it is read.
+        bar = self.progress(total=0, desc="importing", unit="turn")
+        file_done = 0
+
+        def advance(_name: str, done: int, total: int) -> None:
+            nonlocal file_done
+            if not file_done:
+                bar.total += total
+            bar.update(done - file_done)
+            file_done = done
+
+        for number, path in enumerate(files, start=1):
+            file_done = 0
             try:
-                report = sessions_import(path=path, format=format, scope=chosen)
+                report = sessions_import(path=path, format=format, scope=chosen, progress=advance)
                 totals["sessions"] += report.sessions
                 totals["recorded"] += report.recorded
                 totals["skipped"] += report.skipped
+                totals["refused"] += len(report.refused)
+                for reason in report.refused:
+                    bar.write(f"{path}: {reason}", file=self.stderr)
             except TidelineError as exc:
                 totals["failed"] += 1
                 bar.write(f"{path}: {exc}", file=self.stderr)
-            bar.set_postfix(turns=totals["recorded"], refresh=False)
-            bar.update()
+            bar.set_postfix(files=f"{number}/{len(files)}", imported=totals["recorded"])
         bar.close()
         summary = (
             f"{totals['sessions']} session(s): {totals['recorded']} turn(s) imported, "
-            f"{totals['skipped']} already present, {totals['failed']} file(s) failed"
+            f"{totals['skipped']} already present, {totals['failed']} file(s) failed, "
+            f"{totals['refused']} session(s) refused"
         )
         if files and totals["failed"] == len(files):
             raise CommandError(f"every file failed; nothing was imported ({summary})")

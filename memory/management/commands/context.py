@@ -2,7 +2,9 @@
 
 The caller's scope comes from DIR (its git remote or path), fail-closed: a project sees itself,
 its workspace and global; anywhere else sees global only. Dependencies are checked first, so a
-deleted project's memories never come back.
+deleted project's memories never come back. Secret memories are left out, as from every agent's
+injection, and nothing counts as recalled: this is the owner looking, and an activation would move
+the memories' decay and the attention heatmap.
 """
 
 import os
@@ -25,7 +27,10 @@ from memory.services.scopes import scope_resolve, scope_visible_ids
 
 
 class Command(BaseCommand):
-    help = "Recall the memories relevant to a query, as an agent in --cwd would get them."
+    help = (
+        "Recall the memories relevant to a query, as an agent in --cwd would get them (secret "
+        "memories left out); the recall is not counted as an activation."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument(
@@ -70,7 +75,7 @@ class Command(BaseCommand):
                 scope_ids=visible,
                 limit=limit,
                 as_of=as_of,
-                activation_source="cli_context",
+                exclude_secret=True,
             )
         except TidelineError as exc:
             raise CommandError(str(exc)) from exc

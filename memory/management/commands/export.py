@@ -3,13 +3,14 @@
 import os
 import sys
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from memory.management.arguments import scope_named
-from memory.services.transfer import store_export
+from memory.management.progress import ProgressCommand
+from memory.services.transfer import TransferReport, store_export
 
 
-class Command(BaseCommand):
+class Command(ProgressCommand):
     help = (
         "Write the whole store (or one scope) as JSON Lines: every status, evidence, audit, "
         "DREAM records, and vectors unless --without-embeddings. The file holds secret memories "
@@ -31,8 +32,17 @@ class Command(BaseCommand):
 
     def handle(self, *args, file: str, scope: str | None, without_embeddings: bool, **options):
         chosen = None if scope is None else scope_named(scope, create=False)
+
+        def write(out) -> TransferReport:
+            return store_export(
+                out=out,
+                scope=chosen,
+                embeddings=not without_embeddings,
+                progress=self.progress_steps(),
+            )
+
         if file == "-":
-            report = store_export(out=sys.stdout, scope=chosen, embeddings=not without_embeddings)
+            report = write(sys.stdout)
         else:
             try:
                 descriptor = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -43,7 +53,7 @@ class Command(BaseCommand):
             except OSError as exc:
                 raise CommandError(f"cannot write {file!r}: {exc.strerror or exc}") from exc
             with os.fdopen(descriptor, "w", encoding="utf-8") as out:
-                report = store_export(out=out, scope=chosen, embeddings=not without_embeddings)
+                report = write(out)
         rows = sum(report.counts.values())
         what = report.scope_label or "the whole store"
         self.stderr.write(f"exported {rows} rows of {what} to {file}")

@@ -2,13 +2,14 @@
 
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from memory.management.progress import ProgressCommand
 from memory.services.errors import TidelineError
 from memory.services.transfer import store_import
 
 
-class Command(BaseCommand):
+class Command(ProgressCommand):
     help = (
         "Load an export into this database in one transaction. Ids are kept, so the target must "
         "not hold rows with the same ids (a fresh, migrated database); scopes are matched by kind "
@@ -23,7 +24,7 @@ class Command(BaseCommand):
         if not path.is_file():
             raise CommandError(f"{file} is not a file")
         try:
-            report = store_import(path=path)
+            report = store_import(path=path, progress=self.progress_steps())
         except TidelineError as exc:
             raise CommandError(str(exc)) from exc
         for label, count in sorted(report.counts.items()):
