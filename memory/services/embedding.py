@@ -24,6 +24,7 @@ import numpy as np
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
+from django.db.models.functions import Length
 from django.utils import timezone
 
 from memory.models import ContextTurn, EmbeddingStatus, Memory, WordVector
@@ -177,6 +178,9 @@ def _embedder_build(provider: str, url: str, model: str, api_key: str) -> Embedd
     if provider in ("openai", "embed_batch"):
         return HttpEmbedder(url=url, model=model, api_key=api_key, protocol=provider)
     raise ValueError(f"embedding provider {provider!r} is not available")
+
+
+VECTOR_ITEM_BYTES = np.dtype(np.float32).itemsize
 
 
 def embedder_get() -> Embedder | None:
@@ -422,12 +426,16 @@ def embeddings_backfill(*, force: bool = False, batch: int = 500, progress=None)
     if embedder is None:
         return {"memories": 0, "turns": 0}
     stale = ~Q(embedding_status=EmbeddingStatus.READY) | ~Q(embedding_model=embedder.model_id)
+    if embedder.dim:
+        # A vector of another size (a damaged import) is read as none by search: embed it again.
+        stale |= Q(embedding__isnull=False) & ~Q(embedding_bytes=embedder.dim * VECTOR_ITEM_BYTES)
     counts = {}
     for label, model, embed in (
         ("memories", Memory, lambda ids: memories_embed(memory_ids=ids)),
         ("turns", ContextTurn, lambda ids: turns_embed(turn_ids=ids)),
     ):
-        rows = model.objects.all() if force else model.objects.filter(stale)
+        sized = model.objects.annotate(embedding_bytes=Length("embedding"))
+        rows = model.objects.all() if force else sized.filter(stale)
         ids = list(rows.order_by("pk").values_list("pk", flat=True))
         done = 0
         for start in range(0, len(ids), batch):

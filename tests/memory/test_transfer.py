@@ -944,6 +944,11 @@ def test_it_searches_a_store_that_already_holds_a_vector_of_the_wrong_size(db, p
     hits = memory_search(query="archive zstd", scope_ids=[project_scope.pk])
 
     assert [hit.memory.pk for hit in hits] == [broken.pk]
+    # A plain reembed (not --all) embeds it again.
+    call_command("reembed", stdout=io.StringIO())
+    broken.refresh_from_db()
+    assert len(bytes(broken.embedding)) == embedder_get().dim * 4
+    assert memory_search(query="zstd compression", scope_ids=[project_scope.pk])[0].semantic
 
 
 def _fact_export() -> list[str]:

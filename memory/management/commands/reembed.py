@@ -8,8 +8,9 @@ from memory.services.embedding import embedder_get, embeddings_backfill
 
 class Command(ProgressCommand):
     help = (
-        "Embed every memory and turn that needs it (never embedded, failed, or embedded by a "
-        "different model than the configured one); --all re-embeds everything."
+        "Embed every memory and turn that needs it (never embedded, failed, embedded by a "
+        "different model than the configured one, or holding a vector of another size); --all "
+        "re-embeds everything."
     )
 
     def add_arguments(self, parser) -> None:
