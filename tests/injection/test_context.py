@@ -385,16 +385,25 @@ def test_it_extracts_two_character_cjk_keywords():
     assert "边界" in words and "兜底" in words
 
 
-def test_it_runs_t4_in_a_turn_when_t1_finds_less_than_two(project):
+def test_it_prefetches_a_memory_far_in_meaning_that_a_word_of_the_turn_names(project):
     query = "边界怎么处理比较好"
     narrative = narrative_seed(project, "边界检查写在解析器里")
-    # Far from the query in meaning, so only the keyword can find it.
     embedding_set(narrative.pk, vector_at_cosine(query_vector(query), 0.0, seed=1))
 
     block = context_turn(query=query, scope_ids=_ids(project))
 
-    keys = [section.key for section in block.sections]
-    assert "t4" in keys
+    assert [section.key for section in block.sections] == ["t1"]
+    assert "边界检查写在解析器里" in block.text
+
+
+def test_it_runs_t4_in_a_turn_when_t1_finds_less_than_two(project, settings):
+    narrative_seed(project, "边界检查写在解析器里")
+    # With no embedder T1, a prefetch by meaning, finds nothing; the keywords still do.
+    settings.TIDELINE_EMBEDDER = "none"
+
+    block = context_turn(query="边界怎么处理比较好", scope_ids=_ids(project))
+
+    assert [section.key for section in block.sections] == ["t4"]
     assert "边界检查写在解析器里" in block.text
 
 

@@ -84,9 +84,9 @@ def test_it_fills_t1_in_the_order_and_with_the_scores_search_gives_the_same_rows
     prefetched = memory_search(
         query=QUERY, scope_ids=[project_scope.pk], limit=5, min_semantic=floor
     )
-    assert [(hit.memory.pk, hit.score) for hit in prefetched] == [
-        (hit.memory.pk, hit.score) for hit in searched
-    ]
+    assert [hit.memory.pk for hit in prefetched] == [hit.memory.pk for hit in searched]
+    # pgvector's candidate statement and its exact scan round a cosine differently in float32.
+    assert [hit.score for hit in prefetched] == pytest.approx([hit.score for hit in searched])
     items = t1_select(query=QUERY, scope_ids=[project_scope.pk], labels={}, session=None)
     assert [item.memory_id for item in items] == [hit.memory.pk for hit in searched]
 
