@@ -450,10 +450,10 @@ def _rank(
         # the whole semantic share.
         low = min(float(eligible_cos.min()), calibration.noise_floor)
         high = float(eligible_cos.max())
-    # Only the competitors change, never the scales: rows under `min_cosine`, and rows a session
-    # has already been shown, still set the BM25 and cosine scales, so the rows kept score as
-    # the unfiltered ranking scores them (T1 shows what search ranks first among unseen rows
-    # above the noise floor). Narrowing first re-read a kept row's cosine against a scale
+    # Only the competitors change, never the scales: rows under `min_cosine` that match no word,
+    # and rows a session has already been shown, still set the BM25 and cosine scales, so the
+    # rows kept score as the unfiltered ranking scores them (T1 shows what search ranks first
+    # among unseen rows). Narrowing first re-read a kept row's cosine against a scale
     # starting at the floor and cost the per-turn block 2 points of LoCoMo R@5 against search.
     # After a projected scan the shortlist is drawn as for search and `candidates` applies the
     # least cosine to its exact cosines.
