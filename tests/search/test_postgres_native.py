@@ -543,23 +543,11 @@ def test_it_ranks_candidates_found_by_rare_terms_as_the_in_process_index_does(
         write_narrative(project_scope, f"ticket tl-{number} tracks the {SENTENCES[number % 14]}")
     queries = ["tl-7", "ticket tl-12", "tl-33 archive"]
     settings.TIDELINE_SEARCH_POSTGRES = "process"
-    in_process = [
-        [
-            (hit.memory.pk, round(hit.score, 4))
-            for hit in memory_search(query=q, scope_ids=[project_scope.pk])
-        ]
-        for q in queries
-    ]
+    in_process = _scored(queries, project_scope)
     settings.TIDELINE_SEARCH_POSTGRES = "native"
     settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = 0
     with CaptureQueriesContext(connection) as statements:
-        native = [
-            [
-                (hit.memory.pk, round(hit.score, 4))
-                for hit in memory_search(query=q, scope_ids=[project_scope.pk])
-            ]
-            for q in queries
-        ]
+        native = _scored(queries, project_scope)
     assert native == in_process
     assert all(ranked for ranked in native)
     # Both statements ran: "ticket" is in every row too, but weighs more than NEGLIGIBLE_SHARE.
@@ -578,24 +566,22 @@ def test_it_scores_every_candidate_by_its_cosine_without_pgvector(
         write_narrative(project_scope, f"ticket tl-{number} tracks the {SENTENCES[number % 14]}")
     queries = ["ticket about the archive", "ticket for whale songs"]
     settings.TIDELINE_SEARCH_POSTGRES = "process"
-    in_process = [
-        [
-            (hit.memory.pk, round(hit.score, 4))
-            for hit in memory_search(query=q, scope_ids=[project_scope.pk])
-        ]
-        for q in queries
-    ]
+    in_process = _scored(queries, project_scope)
     settings.TIDELINE_SEARCH_POSTGRES = "native"
     settings.TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = 0
     settings.TIDELINE_SEARCH_POSTGRES_SEMANTIC_CANDIDATES = 5
 
-    native = [
+    assert _scored(queries, project_scope) == in_process
+    for query in queries:
+        hits = memory_search(query=query, scope_ids=[project_scope.pk])
+        assert all(hit.semantic is not None for hit in hits)
+
+
+def _scored(queries: list[str], scope) -> list[list[tuple[int, float]]]:
+    return [
         [
-            (hit.memory.pk, round(hit.score, 4), hit.semantic is not None)
-            for hit in memory_search(query=q, scope_ids=[project_scope.pk])
+            (hit.memory.pk, round(hit.score, 4))
+            for hit in memory_search(query=q, scope_ids=[scope.pk])
         ]
         for q in queries
     ]
-
-    assert [[(pk, score) for pk, score, _ in hits] for hits in native] == in_process
-    assert all(has_cosine for hits in native for _, _, has_cosine in hits)
