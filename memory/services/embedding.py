@@ -180,6 +180,7 @@ def _embedder_build(provider: str, url: str, model: str, api_key: str) -> Embedd
     raise ValueError(f"embedding provider {provider!r} is not available")
 
 
+# A stored vector is float32s.
 VECTOR_ITEM_BYTES = np.dtype(np.float32).itemsize
 
 

@@ -41,7 +41,7 @@ from memory.models import Actor, AuditAction, AuditEvent, Memory, MemoryStatus, 
 from memory.search.service import embedder_dimension
 from memory.services.audit import audit_record
 from memory.services.consolidation import dependency_memory_id
-from memory.services.embedding import embedder_get, turn_words_embed
+from memory.services.embedding import VECTOR_ITEM_BYTES, embedder_get, turn_words_embed
 from memory.services.errors import Conflict, InvalidInput
 from memory.services.facts import CLOCK_SKEW
 from memory.services.maintenance import intervals_repair
@@ -51,8 +51,6 @@ VERSION = 1
 QUERY_CHUNK = 2000
 # Rows between two progress reports of an export or import.
 PROGRESS_ROWS = 100
-# A stored vector is float32s, 4 bytes each.
-VECTOR_ITEM_BYTES = 4
 
 # Import order: every row after the rows its triggers read (a memory before its narrative row).
 # Foreign keys are checked at commit on both databases, so cycles (supersedes) need no order.
