@@ -75,6 +75,7 @@ def _session_opened(*, caller: Caller, data: SessionIn) -> Session:
             origin=data.origin,
             delegation_depth=data.delegation_depth,
             parent_external_id=data.parent_session_id,
+            key_id=caller.principal.key_id,
         ),
         actor=caller.principal.actor,
     )

@@ -22,6 +22,7 @@ class SessionRef:
     origin: str = "user"
     delegation_depth: int = 0
     parent_external_id: str = ""
+    key_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ def session_open(*, ref: SessionRef, actor: str, request_id: str = "") -> Sessio
         origin=ref.origin,
         parent_id=parent_id,
         delegation_depth=ref.delegation_depth,
+        key_id=ref.key_id,
         actor=actor,
         request_id=request_id,
     )

@@ -36,7 +36,7 @@ class SessionAdmin(ReadOnlyAdmin):
             RAW_KEYS_TITLE,
             {
                 "classes": ("collapse",),
-                "fields": ("external_id", "parent", "delegation_depth", "meta_json"),
+                "fields": ("external_id", "parent", "delegation_depth", "key_id", "meta_json"),
             },
         ),
     ]

@@ -28,6 +28,11 @@ class Session(models.Model):
     started_at = models.DateTimeField(default=timezone.now)
     ended_at = models.DateTimeField(null=True, blank=True)
     meta = models.JSONField(default=dict, blank=True)
+    # The API key that opened it (None: the owner, a command, a keyless local agent). A session id
+    # is the runtime's, so two keys can hold one each in two scopes; whose part is whose decides
+    # which parts' turns count as this key's re-sends. An id, as in the audit log: it outlives
+    # the key.
+    key_id = models.BigIntegerField(null=True, blank=True, editable=False)
 
     class Meta:
         constraints = [

@@ -49,12 +49,14 @@ def session_start(
     parent_id: int | None = None,
     delegation_depth: int = 0,
     started_at: datetime | None = None,
+    key_id: int | None = None,
     actor: str = Actor.AGENT,
     request_id: str = "",
 ) -> Session:
     """Get or open the session (runtime, external_id). Re-opening an existing one changes nothing.
     Safe under concurrency: when several first turns open one session at once, one creates it and
-    the others get it."""
+    the others get it. `key_id` is the API key opening it, if any (kept on the session and on
+    a segment it opens in another scope)."""
     if not external_id or len(external_id) > 200:
         raise InvalidInput("external_id must be 1–200 characters", field="external_id")
     if SEGMENT_ID.search(external_id):
@@ -77,6 +79,7 @@ def session_start(
         parent_id=parent_id,
         delegation_depth=delegation_depth,
         started_at=started_at,
+        key_id=key_id,
         actor=actor,
         request_id=request_id,
     )
@@ -92,6 +95,7 @@ def _session_open(
     parent_id: int | None,
     delegation_depth: int,
     started_at: datetime | None,
+    key_id: int | None,
     actor: str,
     request_id: str,
     segment: bool = False,
@@ -114,6 +118,7 @@ def _session_open(
                         parent_id=parent_id,
                         delegation_depth=delegation_depth,
                         started_at=started_at or timezone.now(),
+                        key_id=key_id,
                     )
             except IntegrityError as exc:
                 if not constraint_violated(
@@ -132,6 +137,7 @@ def _session_open(
                     cwd=cwd,
                     origin=origin,
                     delegation_depth=delegation_depth,
+                    key_id=key_id,
                     actor=actor,
                 )
             return existing
@@ -169,7 +175,14 @@ def session_external_id_given(session: Session) -> str:
 
 
 def _segment(
-    session: Session, *, scope_id: int, cwd: str, origin: str, delegation_depth: int, actor: str
+    session: Session,
+    *,
+    scope_id: int,
+    cwd: str,
+    origin: str,
+    delegation_depth: int,
+    key_id: int | None,
+    actor: str,
 ) -> Session:
     """A session whose agent moved into another project goes on there as a linked segment: a
     session of that scope, child of the first, so each part is recorded and injected in its own
@@ -185,6 +198,7 @@ def _segment(
         parent_id=session.pk,
         delegation_depth=delegation_depth,
         started_at=None,
+        key_id=key_id,
         actor=actor,
         request_id="",
         segment=True,
@@ -271,13 +285,20 @@ def _family_ids(root: Session) -> list[int]:
 
 
 def _held_elsewhere(
-    *, root: Session, wanted: set[str], scope_ids_readable: Collection[int] | None
+    *,
+    session: Session,
+    root: Session,
+    wanted: set[str],
+    scope_ids_readable: Collection[int] | None,
 ) -> QuerySet[ContextTurn]:
-    """The wanted turns the parts of the session hold where the caller may read. Another part
-    may be another key's session under the same runtime id: a skip because of a part the caller
-    may not read would tell it what that key recorded (and lose its own turn)."""
+    """The wanted turns that the parts of the session opened by the same key as `session` hold
+    where the caller may read (None: every part, for the owner). Another part may be another
+    key's session under the same runtime id: a skip because of it would lose this key's turn —
+    and, where the caller may not read that part, tell it what the other key recorded."""
     held = ContextTurn.objects.filter(session_id__in=_family_ids(root), external_id__in=wanted)
-    return held if scope_ids_readable is None else held.filter(scope_id__in=scope_ids_readable)
+    if scope_ids_readable is None:
+        return held
+    return held.filter(scope_id__in=scope_ids_readable, session__key_id=session.key_id)
 
 
 def _append(
@@ -302,7 +323,7 @@ def _append(
     if wanted and scope_ids_readable != ():
         known |= set(
             _held_elsewhere(
-                root=root, wanted=wanted, scope_ids_readable=scope_ids_readable
+                session=session, root=root, wanted=wanted, scope_ids_readable=scope_ids_readable
             ).values_list("external_id", flat=True)
         )
     new = []
@@ -377,6 +398,7 @@ def turn_record(
         return held
     session = Session.objects.get(pk=session_id)
     return _held_elsewhere(
+        session=session,
         root=_segment_root(session) or session,
         wanted={turn.external_id},
         scope_ids_readable=scope_ids_readable,

@@ -3,10 +3,12 @@ the caller works in, else the narrowest other scope it reads (project, workspace
 (the timeline) and writes (turns, session start) follow the same rule, so another key's session
 of the same id in a scope both hold never shadows, blocks or takes over the caller's own."""
 
+import importlib
 import json
 from urllib.parse import urlencode
 
 import pytest
+from django.apps import apps as django_apps
 from django.test import Client
 
 from injection import operations as ops
@@ -16,6 +18,7 @@ from injection.services.access import apikey_authenticate, apikey_create
 from memory.models import ContextTurn, ScopeKind, Session
 from memory.services.errors import Conflict
 from memory.services.scopes import scope_ensure
+from memory.services.timeline import session_start
 from tests.injection.interfaces import McpDriver, inline_worker_threads
 
 pytestmark = pytest.mark.django_db
@@ -143,3 +146,73 @@ def test_it_names_the_session_narrowest_scope_first_through_the_operations(tmp_p
     with pytest.raises(Conflict, match="claude-code, hermes"):
         said(key_w, "which one?", scope_id=project.pk)
     assert ContextTurn.objects.filter(content="which one?").count() == 0
+
+
+def test_it_records_its_turns_when_another_key_recorded_the_same_ids_in_global_first(
+    project, project_dir
+):
+    """Before, key G recording "s9" with turn ids t1, t2 in global made key A's own "s9" in its
+    project a segment of G's session, and A's t1, t2 — held by G's part, which A reads — were
+    skipped as re-sends: A's words were lost, and its timeline was empty."""
+    _, raw_a = apikey_create(name="a", scope_ids=[project.pk])
+    _, raw_g = apikey_create(name="g", scope_ids=[])
+    key_a, key_g = _client(raw_a), _client(raw_g)
+    mine = [
+        {"role": "user", "content": "The release branch is cut on Thursdays", "turn_id": "t1"},
+        {"role": "assistant", "content": "Noted: release on Thursdays", "turn_id": "t2"},
+    ]
+    planted = [{**turn, "content": f"G: {turn['turn_id']}"} for turn in mine]
+    here = {"session_id": "s9", "cwd": str(project_dir)}
+
+    first = _post(key_g, "/api/v1/turns", {"session_id": "s9", "turns": planted})
+    own = _post(key_a, "/api/v1/turns", {**here, "turns": mine})
+    again = _post(key_a, "/api/v1/turns", {**here, "turns": mine})
+
+    assert first.status_code == own.status_code == again.status_code == 200
+    assert (own.json()["recorded"], own.json()["skipped"]) == (2, 0)
+    assert (again.json()["recorded"], again.json()["skipped"]) == (0, 2)
+    assert _timeline(key_a, **here) == [turn["content"] for turn in mine]
+    assert _timeline(key_g, session_id="s9") == ["G: t1", "G: t2"]
+
+
+def test_it_skips_what_its_own_part_in_global_holds_after_moving_into_a_project(
+    project, project_dir
+):
+    """The same key's session that moves from global into a project and re-sends its history
+    records nothing twice, as before: its parts are its own."""
+    _, raw_a = apikey_create(name="a", scope_ids=[project.pk])
+    key_a = _client(raw_a)
+    turns = [{"role": "user", "content": "Deploys freeze on Friday", "turn_id": "t1"}]
+
+    first = _post(key_a, "/api/v1/turns", {"session_id": "s9", "turns": turns})
+    moved = _post(
+        key_a, "/api/v1/turns", {"session_id": "s9", "cwd": str(project_dir), "turns": turns}
+    )
+
+    assert (first.json()["recorded"], moved.json()["recorded"], moved.json()["skipped"]) == (
+        1,
+        0,
+        1,
+    )
+    segment = Session.objects.get(pk=moved.json()["session"]["id"])
+    assert segment.scope_id == project.pk
+    assert segment.key_id == Session.objects.get(pk=first.json()["session"]["id"]).key_id
+
+
+def test_it_gives_a_session_stored_before_the_key_its_audit_row_names(project):
+    """Sessions stored before sessions kept their key get it from their "session opened" audit
+    row (migration 0025); one opened by the owner or a command keeps none."""
+    keys_from_audit = importlib.import_module("memory.migrations.0025_session_key").keys_from_audit
+    key, raw = apikey_create(name="a", scope_ids=[project.pk])
+    caller = ops.Caller(principal=apikey_authenticate(raw=raw))
+    by_key = ops.turn_record(
+        caller=caller,
+        data=TurnRecordIn(session_id="k", role="user", content="hello", scope_id=project.pk),
+    )["session"]["id"]
+    by_owner = session_start(runtime="generic", external_id="o", scope_id=project.pk).pk
+    Session.objects.update(key_id=None)
+
+    keys_from_audit(django_apps, None)
+
+    assert Session.objects.get(pk=by_key).key_id == key.pk
+    assert Session.objects.get(pk=by_owner).key_id is None
