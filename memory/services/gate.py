@@ -113,7 +113,11 @@ _OPENING_CONNECTIVE = re.compile(
     r"|それから|それで|(?:また|あと)(?=[、,，は])|でも|だから|ちなみに|じゃあ|なので"
     r"|(?:y|también|además|pero|entonces|así que|o sea|bueno|pues)\b"
     # "So far…", "OR-Tools…" and "And/Or" are not a sentence picking up from another.
-    r"|(?:also|and|but|so|then|plus|anyway|btw|as well|or)\b(?![-/])(?!\s+far\b)"
+    r"|(?:also|and|but|so|then|anyway|btw|as well|or)\b(?![-/])(?!\s+far\b)"
+    # "Plus" picks up only before a comma or a function word ("Plus, …", "Plus the …"): "Plus
+    # plan", "Plus tier", "Disney Plus" are names.
+    r"|plus(?=\s*[,，]|\s+(?:the|a|an|i|we|you|it|he|she|they|there|this|that|these|those"
+    r"|my|our|your|his|her|its|their)\b)"
     r")",
     re.IGNORECASE,
 )
