@@ -261,6 +261,8 @@ def scope_resolve(
     `explicit` wins ("global", "workspace", "project:<remote or path>", a scope id or label), then
     `git_remote`, then `cwd`: the repository around cwd (its origin remote, else its root path), or
     a project registered by path that contains cwd. A directory outside every project is global.
+    A directory this machine does not have (the agent runs in a container) is the project a
+    write from it was filed in (scope_resolve_for_write), if there is one: never created here.
     Read paths pass `create=False` so that asking never creates a scope.
     """
     if explicit is not None and explicit != "":
@@ -271,8 +273,10 @@ def scope_resolve(
     if not cwd or not isinstance(cwd, str):
         return scope_global()
     path = _path_key(cwd)
-    if path is None or not os.path.isdir(path):
+    if path is None:
         return scope_global()
+    if not os.path.isdir(path):
+        return _registered_project_for(path) or _project(path, create=False) or scope_global()
     root = _repository_root(Path(path))
     if root is not None:
         git_dir = _git_dir_of(root)

@@ -1099,6 +1099,34 @@ def test_it_never_files_a_write_from_a_place_it_cannot_read_in_global(db, projec
     assert ContextTurn.objects.count() == 0
 
 
+def test_it_reads_from_a_directory_this_machine_does_not_have_where_writes_from_it_went(
+    project,
+):
+    """Before, a write from a cwd this machine lacks (the agent in a container) was filed in a
+    project of that path, while a read from the same cwd resolved to global: the agent's own
+    search and surface never found what it had just written."""
+    container = scope_ensure(kind=ScopeKind.PROJECT, key="/container/app")
+    _, raw = apikey_create(name="container", scope_ids=[container.pk])
+    _, other = apikey_create(name="other project", scope_ids=[project.pk])
+    api, elsewhere = (Client(HTTP_AUTHORIZATION=f"Bearer {key}") for key in (raw, other))
+    here = {"cwd": "/container/app"}
+
+    written = _post(
+        api, "/api/v1/narratives", {**here, "gesture": "The app queues jobs in Redis streams"}
+    )
+    found = api.get("/api/v1/search", {"q": "Redis streams", **here})
+    deeper = api.get("/api/v1/search", {"q": "Redis streams", "cwd": "/container/app/src"})
+    surfaced = _post(api, "/api/v1/surface", {**here, "text": "how are jobs queued in Redis?"})
+    refused = elsewhere.get("/api/v1/search", {"q": "Redis streams", **here})
+
+    assert written.status_code == 200, written.content
+    assert written.json()["scope"] == container.label
+    assert [hit["memory"]["id"] for hit in found.json()] == [written.json()["id"]]
+    assert [hit["memory"]["id"] for hit in deeper.json()] == [written.json()["id"]]
+    assert "Redis streams" in surfaced.json()["block"]
+    assert refused.status_code == 403
+
+
 def test_it_keeps_a_directory_this_machine_does_not_have_as_a_project_of_its_own(
     project, project_dir, tmp_path
 ):

@@ -163,6 +163,23 @@ def test_it_recalls_as_the_agent_would_without_secrets_or_counting_an_activation
     assert not AttentionEvent.objects.exists()
 
 
+def test_it_reads_a_relative_cwd_from_the_directory_it_runs_in(db, make_repo, monkeypatch):
+    """Before, `context --cwd archive` (relative) was read as global, with no word about it, and
+    `by_scope project --cwd archive` said it was inside no known project."""
+    repo = make_repo("archive-manager")
+    project = scope_resolve(cwd=str(repo))
+    shown = narrative_write(
+        data=NarrativeInput(scope_id=project.pk, gesture="the archive runs on zstd level 19")
+    )
+    monkeypatch.chdir(repo.parent)
+
+    out = run("context", "--query", "archive zstd", "--cwd", repo.name)
+    listed = run("by_scope", "project", "--cwd", repo.name)
+
+    assert f"#{shown.pk} " in out
+    assert "zstd level 19" in listed
+
+
 def test_it_rejects_a_bad_as_of(db):
     with pytest.raises(CommandError, match="ISO"):
         call_command("context", "--query", "x", "--cwd", "/", "--as-of", "yesterday")

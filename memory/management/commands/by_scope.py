@@ -39,7 +39,9 @@ class Command(BaseCommand):
         elif kind == ScopeKind.WORKSPACE:
             scope = scope_workspace(create=False)
         else:
-            scope = scope_resolve(cwd=cwd or os.getcwd(), create=False)
+            scope = scope_resolve(
+                cwd=os.path.abspath(os.path.expanduser(cwd or os.getcwd())), create=False
+            )
             if scope.kind != ScopeKind.PROJECT:
                 raise CommandError(f"{cwd or os.getcwd()} is not inside a known project")
         if scope is None:

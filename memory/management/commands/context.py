@@ -64,7 +64,9 @@ class Command(BaseCommand):
         caller = (
             scope_named(scope, create=False)
             if scope
-            else scope_resolve(cwd=cwd or os.getcwd(), create=False)
+            else scope_resolve(
+                cwd=os.path.abspath(os.path.expanduser(cwd or os.getcwd())), create=False
+            )
         )
         visible = scope_visible_ids(scope=caller)
         labels = dict(Scope.objects.filter(pk__in=visible).values_list("pk", "label"))
