@@ -254,6 +254,8 @@ def t2_select(*, scope_ids: list[int], labels: dict[int, str], now: datetime) ->
     ).order_by(*order)[: settings.TIDELINE_T2_POOL]
     chosen, used_tags = [], set()
     for narrative in chain(pinned, recent):
+        if len(chosen) >= settings.TIDELINE_T2_TOP:
+            break
         tags = {tag.strip().lower() for tag in narrative.tags}
         if tags & used_tags:
             continue
@@ -271,8 +273,6 @@ def t2_select(*, scope_ids: list[int], labels: dict[int, str], now: datetime) ->
                 source=SOURCE_T2,
             )
         )
-        if len(chosen) >= settings.TIDELINE_T2_TOP:
-            break
     return chosen
 
 

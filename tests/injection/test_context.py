@@ -68,6 +68,15 @@ def test_it_picks_t2_by_weight_recency_and_one_per_tag(project):
     assert [item.memory_id for item in items] == [top.pk, second.pk, third.pk]
 
 
+def test_it_injects_no_t2_narrative_when_t2_top_is_zero(project, settings):
+    """Before, TIDELINE_T2_TOP=0 (accepted: T2 off) still injected one narrative."""
+    settings.TIDELINE_T2_TOP = 0
+    heavy = narrative_seed(project, "chose the trigram index", tags=["a"])
+    weights_set({heavy: 0.9})
+
+    assert t2_select(scope_ids=_ids(project), labels={}, now=timezone.now()) == []
+
+
 def test_it_puts_the_strongly_felt_narrative_first_in_t2_at_equal_weight(project):
     felt = narrative_seed(project, "the launch demo crashed on stage", tags=["launch"])
     felt.emotion_intensity = 8
