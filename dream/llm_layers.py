@@ -66,13 +66,23 @@ from memory.services.llm import (
     llm_call_seconds_max,
     llm_complete_json,
 )
-from memory.services.narratives import NarrativeInput, narrative_reweigh, narrative_write
+from memory.services.narratives import (
+    NarrativeInput,
+    narrative_commit,
+    narrative_prepare,
+    narrative_reweigh,
+    narrative_write,
+)
 from memory.services.scopes import scope_visible_ids
 from memory.services.self_concept import self_concept_write
 from memory.services.threads import thread_set_status, thread_write
 
 PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
 DREAM_TAG = "dream"
+# A dream is recorded when it is made, which is not the day it is about (the nightly run dreams
+# the day before; `--day` any past day): it carries its DREAM day in this tag, the key of its
+# scope's one dream a day.
+DREAM_DAY_TAG = "dream-day:"
 TENSION_TAG = "tension"
 
 # What a rejection quotes of the LLM's answer: enough to recognise the value, never all of it. The
@@ -665,7 +675,7 @@ def combing_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
     outcome.detail = {"scopes": {}}
     if not scopes:
         outcome.status = "skipped"
-        outcome.detail["reason"] = "no new memories today"
+        outcome.detail["reason"] = f"no new memories on {day}"
         return outcome
     _per_scope(scopes, outcome=outcome, run=partial(_combing_scope, day=day, config=config))
     return outcome
@@ -726,12 +736,15 @@ def _combing_scope(*, day: date, scope: Scope, config: LLMConfig, outcome: Layer
             version = _proposed(
                 outcome,
                 what=f"{where}: self-concept {item['field']}",
+                # As with facts: the LLM never read a secret field, and what it learns for one
+                # stays secret (the outcome goes to the owner, never back to the LLM).
                 write=partial(
                     self_concept_write,
                     field=item["field"],
                     content=item["content"],
                     actor=Actor.LLM,
                     reason=f"{reason}: self-concept",
+                    writer_sees_secrets=True,
                 ),
             )
             if version is not None:
@@ -1034,7 +1047,7 @@ def _drift_scope(*, day: date, scope: Scope, config: LLMConfig, outcome: LayerOu
 # --- symbolic dream ---------------------------------------------------------------------------
 
 
-def dream_validate(data: dict, *, today: set[int], scope_id: int) -> NarrativeInput:
+def dream_validate(data: dict, *, today: set[int], scope_id: int, day: date) -> NarrativeInput:
     symbols = _strings(data, "symbols", maximum=5, each=40)
     if len(symbols) < 3:
         raise AnswerInvalid("a dream needs 3 to 5 symbols")
@@ -1051,8 +1064,43 @@ def dream_validate(data: dict, *, today: set[int], scope_id: int) -> NarrativeIn
         valence=_number(data, "valence", low=-1, high=1, default=0.0),
         ntype=DREAM_TAG,
         layer=NarrativeLayer.EXPERIENCE,
-        tags=[DREAM_TAG, *[symbol for symbol in symbols if symbol.lower() != DREAM_TAG]],
+        tags=[
+            DREAM_TAG,
+            *[symbol for symbol in symbols if symbol.lower() != DREAM_TAG],
+            _dream_day_tag(day),
+        ],
     )
+
+
+def _dream_day_tag(day: date) -> str:
+    return f"{DREAM_DAY_TAG}{day.isoformat()}"
+
+
+def _dreamt(*, scope_id: int, day: date) -> bool:
+    """Whether the scope has its dream for `day`, whenever it was written. A dream the gate
+    refused is kept as rejected; it is not the day's dream."""
+    return (
+        Narrative.objects.filter(
+            scope_id=scope_id, ntype=DREAM_TAG, tag_rows__tag=_dream_day_tag(day)
+        )
+        .exclude(status=MemoryStatus.REJECTED)
+        .exists()
+    )
+
+
+def _day_dream_write(*, data: NarrativeInput, day: date, reason: str) -> Narrative | None:
+    """Write `data` as its scope's dream for `day`; None, writing nothing, when the scope got its
+    dream for that day while the LLM was dreaming this one."""
+    prepared = narrative_prepare(data=data)
+    with transaction.atomic():
+        # Runs normally take turns through the lease, but a run whose lease ran out while it
+        # stalled may still be writing when the run that took over does: writers of a scope's
+        # dream take turns on the scope's row (SQLite's IMMEDIATE transactions already do), so
+        # the second sees the first's dream and writes none.
+        Scope.objects.select_for_update().filter(pk=data.scope_id).first()
+        if _dreamt(scope_id=data.scope_id, day=day):
+            return None
+        return narrative_commit(prepared=prepared, actor=Actor.LLM, reason=reason)
 
 
 def dream_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
@@ -1063,7 +1111,7 @@ def dream_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
     scopes = _scopes_with_material(day)
     if not scopes:
         outcome.status = "skipped"
-        outcome.detail["reason"] = "no memories today to dream about"
+        outcome.detail["reason"] = f"no memories on {day} to dream about"
         return outcome
     reports = _per_scope(scopes, outcome=outcome, run=partial(_dream_scope, day=day, config=config))
     if not any(report["status"] != "skipped" for report in reports):
@@ -1072,10 +1120,9 @@ def dream_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
 
 
 def _dream_scope(*, day: date, scope: Scope, config: LLMConfig, outcome: LayerOutcome) -> dict:
-    # A dream the gate refused is kept as rejected; it is not the day's dream.
-    dreamt = Narrative.objects.filter(scope_id=scope.pk, ntype=DREAM_TAG, recorded_at__date=day)
-    if dreamt.exclude(status=MemoryStatus.REJECTED).exists():
-        return {"status": "skipped", "reason": "already dreamt today"}
+    already = {"status": "skipped", "reason": f"already dreamt for {day}"}
+    if _dreamt(scope_id=scope.pk, day=day):
+        return already
     material_rows = list(
         _day_narratives(day).filter(scope_id=scope.pk)[
             : settings.TIDELINE_DREAM_COMBING_MAX_MEMORIES
@@ -1089,20 +1136,21 @@ def _dream_scope(*, day: date, scope: Scope, config: LLMConfig, outcome: LayerOu
         outcome=outcome,
     )
     try:
-        data_in = dream_validate(data, today={n.pk for n in material_rows}, scope_id=scope.pk)
+        data_in = dream_validate(
+            data, today={n.pk for n in material_rows}, scope_id=scope.pk, day=day
+        )
     except AnswerInvalid as exc:
         outcome.rejected.append(f"scope {scope.pk}: {exc}")
         return report | {"status": "failed", "reason": str(exc)}
-    dream = _proposed(
-        outcome,
-        what=f"scope {scope.pk}: dream",
-        write=partial(
-            narrative_write,
-            data=data_in,
-            actor=Actor.LLM,
-            reason=f"DREAM symbolic dream {day} · {scope.label}",
-        ),
-    )
-    if dream is not None:
-        outcome.wrote(_kept_as(dream, "dreams"), dream.pk)
+    try:
+        dream = _day_dream_write(
+            data=data_in, day=day, reason=f"DREAM symbolic dream {day} · {scope.label}"
+        )
+    except TidelineError as exc:
+        # As `_proposed`: a dream a write service refuses is one rejection, not the layer's end.
+        outcome.rejected.append(f"scope {scope.pk}: dream: {exc}")
+        return report
+    if dream is None:
+        return already
+    outcome.wrote(_kept_as(dream, "dreams"), dream.pk)
     return report

@@ -9,7 +9,7 @@ derived memories are never written twice.
 
 import logging
 from collections.abc import Callable
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 
 from django.utils import timezone
 
@@ -41,6 +41,14 @@ def dream_layers(layer: str) -> list[str]:
     if layer not in DreamLayer.values:
         raise InvalidInput(f"layer must be one of {', '.join(DreamLayer.values)}", field="layer")
     return list(LAYER_ORDER) if layer == DreamLayer.ALL else [layer]
+
+
+def dream_day_ended() -> date:
+    """The DREAM day of the nightly run: the local day before the run's own date. The run fires
+    after midnight (03:30 by default), when the day just begun holds almost nothing and the day
+    that ended has not been combed or dreamt yet; each night taking the day before covers every
+    day exactly once, whatever the hour of the schedule."""
+    return timezone.localdate() - timedelta(days=1)
 
 
 def _done_today(layer: str, day: date, *, exclude_run: int) -> int | None:
@@ -94,7 +102,7 @@ def _run_layer(name: str, *, run: DreamRun, day: date, config, since, force: boo
         return {"status": "skipped", "reason": "no LLM configured (manage.py llm set)"}
     earlier = None if force else _done_today(name, day, exclude_run=run.pk)
     if earlier is not None:
-        return {"status": "skipped", "reason": f"already done today in run #{earlier}"}
+        return {"status": "skipped", "reason": f"already done for {day} in run #{earlier}"}
     if name == DreamLayer.SOLIDIFY:
         outcome = llm_layers.solidify_layer(chunks=chunks_find(since=since), day=day, config=config)
     elif name == DreamLayer.COMBING:
@@ -160,8 +168,10 @@ def dream_run(
 ) -> DreamRun:
     """Run DREAM (one layer or all of them, in order) and return its DreamRun. When another run
     holds the lease nothing runs: the returned run is `skipped` and its error says who held it.
-    `on_layer_start(name)` and `on_layer(name, result)` report progress. Every audit row a layer writes carries the request
-    id `dream-run-<id>`."""
+    `on_layer_start(name)` and `on_layer(name, result)` report progress. Every audit row a layer
+    writes carries the request id `dream-run-<id>`. Without `day` the LLM layers read today so far
+    (a direct call; the script-only rebuild, whose day only labels the run); the nightly run, from
+    beat or the command, passes `dream_day_ended()`."""
     layers = dream_layers(layer)
     day = day or timezone.localdate()
     holder = holder_here()

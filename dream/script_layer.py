@@ -418,7 +418,9 @@ def soft_assign(
     k = soft_k(len(fitted))
     # Full Lloyd iterations stay cheap up to a few thousand vectors; past that mini-batches, seeded
     # by k-means++ over a small sample, keep a rebuild of tens of thousands of memories in seconds.
-    if count <= settings.TIDELINE_DREAM_KMEANS_FULL_MAX:
+    # The choice counts the vectors fitted, as k does: counting the secrets placed afterwards let
+    # one secret write switch the algorithm and reshape every cluster an agent reads.
+    if len(fitted) <= settings.TIDELINE_DREAM_KMEANS_FULL_MAX:
         model = KMeans(n_clusters=k, n_init=1, random_state=seed, max_iter=100)
     else:
         model = MiniBatchKMeans(

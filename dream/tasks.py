@@ -20,10 +20,13 @@ def _reported(run) -> int:
 
 @shared_task(ignore_result=True)
 def dream_daily(day: str | None = None, layer: str = DreamLayer.ALL) -> int:
-    """The nightly DREAM. Returns the DreamRun id (a `skipped` run if another held the lease)."""
-    from dream.pipeline import dream_run
+    """The nightly DREAM, for `day` or else the day that just ended (beat sends no day). Returns
+    the DreamRun id (a `skipped` run if another held the lease)."""
+    from dream.pipeline import dream_day_ended, dream_run
 
-    return _reported(dream_run(layer=layer, day=parse_date(day) if day else None, trigger="celery"))
+    return _reported(
+        dream_run(layer=layer, day=parse_date(day) if day else dream_day_ended(), trigger="celery")
+    )
 
 
 @shared_task(ignore_result=True)

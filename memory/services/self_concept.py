@@ -41,11 +41,19 @@ def self_concept_write(
     actor: str = Actor.AGENT,
     reason: str = "",
     request_id: str = "",
+    writer_sees_secrets: bool = False,
 ) -> SelfConcept:
     """Write a new version of one self-concept field. The previous version is superseded, never
     overwritten, so the history of who the agent thought it was stays readable. An edit of one
     version (`supersedes_id`) is written only while that version is still current; the new
-    version carries `pinned` and `secret` as given (an edit passes the edited version's)."""
+    version carries `pinned` and `secret` as given (an edit passes the edited version's).
+
+    Secrecy follows the facts' rule (`fact_commit`). A writer that may read secrets is Tideline's
+    own (DREAM) and speaks for no agent: its new content for a field whose current version the
+    owner made secret stays secret, and restating that content changes nothing. A writer that may
+    not is answered as if no secret were stored: its content is never compared with a secret
+    current version (a "same content" answer would confirm a guess) and replaces it in plain,
+    since the writer holds that content already."""
     if field not in SelfConceptField.values:
         raise InvalidInput(f"field must be one of {SelfConceptField.values}", field="field")
     content = (content or "").strip()
@@ -70,6 +78,7 @@ def self_concept_write(
             actor=actor,
             reason=reason,
             request_id=request_id,
+            writer_sees_secrets=writer_sees_secrets,
         ),
         model=Memory,
         constraints=("memory_one_active_per_key", "memory_one_live_successor"),
@@ -88,6 +97,7 @@ def _commit(
     actor: str,
     reason: str,
     request_id: str,
+    writer_sees_secrets: bool,
 ) -> SelfConcept:
     now = timezone.now()
     scope = scope_global()
@@ -119,7 +129,10 @@ def _commit(
             f"self-concept #{supersedes_id} is {state or 'unknown'}, no longer current; the "
             f"current {field} is " + (f"#{current.pk}" if current is not None else "none")
         )
-    if current is not None and current.content == content:
+    comparable = current is not None and (
+        writer_sees_secrets or not current.secret or current.pk == supersedes_id
+    )
+    if comparable and current.content == content:
         audit_record(
             actor=actor,
             action=AuditAction.SKIP,
@@ -142,7 +155,7 @@ def _commit(
         supersedes=current,
         importance=4,
         pinned=pinned,
-        secret=secret,
+        secret=secret or (writer_sees_secrets and current is not None and current.secret),
     )
     version.save()
     if current is not None:

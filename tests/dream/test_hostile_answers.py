@@ -170,7 +170,9 @@ def test_it_strips_control_characters_from_llm_text_before_storing_or_printing_i
     )
     printed = StringIO()
 
-    call_command("dream", "--layer", "dream", stdout=printed)
+    call_command(
+        "dream", "--layer", "dream", "--day", timezone.localdate().isoformat(), stdout=printed
+    )
 
     dream = Narrative.objects.get(ntype="dream")
     assert dream.gesture == "A kettle sang ]0;PWNED[2Jin an empty harbour"

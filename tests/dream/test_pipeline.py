@@ -296,7 +296,9 @@ def test_it_fixes_a_dream_at_importance_one_and_dreams_once_a_day(fake_llm, day_
     answer = dream_answer(source_id=day_material["today"].pk)
     fake_llm.script(json_answer(answer), json_answer(answer))
     report = StringIO()
-    call_command("dream", "--layer", "dream", stdout=report)
+    call_command(
+        "dream", "--layer", "dream", "--day", timezone.localdate().isoformat(), stdout=report
+    )
     run = DreamRun.objects.get()
     # The command's summary counts what the run wrote.
     assert "[1/1] dream …" in report.getvalue()
@@ -305,7 +307,7 @@ def test_it_fixes_a_dream_at_importance_one_and_dreams_once_a_day(fake_llm, day_
     assert (dream.importance, dream.emotional, dream.unresolved) == (1, 5, 5)
     assert dream.ntype == "dream" and dream.tags[0] == "dream"
     forced = dream_run(layer="dream", force=True)
-    assert forced.stats["layers"]["dream"]["reason"] == "already dreamt today"
+    assert forced.stats["layers"]["dream"]["reason"] == f"already dreamt for {run.day}"
     assert Narrative.objects.filter(ntype="dream").count() == 1
 
 

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils.dateparse import parse_date
 
 from dream.models import DreamLayer, DreamRunStatus
-from dream.pipeline import dream_layers, dream_plan, dream_run
+from dream.pipeline import dream_day_ended, dream_layers, dream_plan, dream_run
 from dream.scanner import scan_markdown, scan_run
 from memory.admin.display import dream_layer_rows
 from memory.management.arguments import moment
@@ -46,7 +46,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--since", type=moment, help="only turns at or after this date/time (ISO)"
         )
-        parser.add_argument("--day", help="the DREAM day (default today)")
+        # The command is the nightly run from cron as much as beat is, so it covers the same day.
+        # With today as the default (as before), a 03:30 cron job combed and dreamt the hours
+        # since midnight and never the day that ended, and a daytime run would mark today's LLM
+        # layers done before the nightly run got to read the rest of the day.
+        parser.add_argument(
+            "--day",
+            help="the DREAM day, YYYY-MM-DD (default: yesterday, the day that just ended; give "
+            "today's date to dream about today so far)",
+        )
         parser.add_argument(
             "--force", action="store_true", help="re-run LLM layers already done that day"
         )
@@ -104,7 +112,7 @@ class Command(BaseCommand):
         began = time.monotonic()
         run = dream_run(
             layer=options["layer"],
-            day=options["day"],
+            day=options["day"] or dream_day_ended(),
             since=since,
             force=options["force"],
             trigger="command",
