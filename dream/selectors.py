@@ -2,8 +2,8 @@
 
 Clusters belong to one scope each. A reader passes the scopes its caller may see (`scope_ids`): it
 gets only clusters of those scopes, with names, sizes, examples, neighbours and attention counted
-from the members it may see — active, in those scopes, and never secret unless `include_secret`
-(the owner's view). No text or count of another scope, or of a secret memory, reaches an agent.
+from the members it may see — active and valid now, in those scopes, and never secret unless
+`include_secret` (the owner's view). No text or count of another scope, or of a secret memory, reaches an agent.
 """
 
 from collections import defaultdict
@@ -43,8 +43,17 @@ def _examples(narratives) -> list[dict]:
 
 def _visible(prefix: str, *, scope_ids: list[int], include_secret: bool) -> Q:
     """The members a caller of `scope_ids` may count: current, in its scopes, secret only for the
-    owner's view."""
-    rule = Q(**{f"{prefix}scope_id__in": scope_ids, f"{prefix}status": MemoryStatus.ACTIVE})
+    owner's view. Current means valid now too: a memory written ahead of its time ("on call from
+    March") is not true yet, and one whose time ended no longer is; T2 and T1 leave both out, and
+    a cluster's example or count must not bring them back."""
+    now = timezone.now()
+    rule = Q(
+        **{
+            f"{prefix}scope_id__in": scope_ids,
+            f"{prefix}status": MemoryStatus.ACTIVE,
+            f"{prefix}valid_from__lte": now,
+        }
+    ) & (Q(**{f"{prefix}valid_to__isnull": True}) | Q(**{f"{prefix}valid_to__gt": now}))
     if not include_secret:
         rule &= Q(**{f"{prefix}secret": False})
     return rule

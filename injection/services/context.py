@@ -7,6 +7,7 @@ memory that is actually injected counts as an activation and is logged as attent
 """
 
 import unicodedata
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cache
@@ -387,8 +388,11 @@ def t2b_select(
 # --- T3 memory map ---------------------------------------------------------------------------
 
 
-def t3_select(*, scope_ids: list[int], labels: dict[int, str]) -> list[Item]:
-    """Topic clusters with enough members, then profiles: pinned ones with every current fact,
+def t3_select(
+    *, scope_ids: list[int], labels: dict[int, str], shown: Collection[int] = ()
+) -> list[Item]:
+    """Topic clusters with enough members (each with an example `shown` does not already hold:
+    the block's T2 rows), then profiles: pinned ones with every current fact,
     the others on one short line. What the owner pinned comes first, so the profile cut does not
     leave it off the list nor the line limit off its line: pinned profiles, then those holding a
     pinned fact, then the most recently updated; on each line pinned facts, then the most
@@ -400,7 +404,7 @@ def t3_select(*, scope_ids: list[int], labels: dict[int, str]) -> list[Item]:
         limit=settings.TIDELINE_T3_CLUSTERS,
     )
     for cluster in clusters[: settings.TIDELINE_T3_CLUSTERS]:
-        items.append(Item(text=cluster_line(cluster), kind="topic"))
+        items.append(Item(text=cluster_line(cluster, shown=shown), kind="topic"))
     current = Fact.objects.filter(_live(), memory_type=MemoryType.FACT)
     profiles = list(
         profiles_visible(principal=LOCAL_AGENT, scope_ids=scope_ids)
@@ -456,10 +460,12 @@ def _profile_line(*, head: str, facts: list[str], limit: int) -> str:
     return joined(shown)
 
 
-def cluster_line(cluster: dict) -> str:
-    """ "边界 · 兜底 (12 memories), e.g. <the heaviest member's gesture>"."""
+def cluster_line(cluster: dict, *, shown: Collection[int] = ()) -> str:
+    """ "边界 · 兜底 (12 memories), e.g. <the heaviest member's gesture not in `shown`>"."""
     terms = " · ".join(cluster["terms"][:4])
-    example = cluster["examples"][0]["gesture"] if cluster["examples"] else ""
+    example = next(
+        (example["gesture"] for example in cluster["examples"] if example["id"] not in shown), ""
+    )
     line = f"{terms} ({cluster['size']} memories)"
     return f"{line}, e.g. {clip(example, 80)}" if example else line
 
@@ -709,11 +715,10 @@ def context_session_start(
     dependencies_check(scope_ids=scope_ids)
     now = timezone.now()
     labels = _labels(scope_ids)
+    weighs_now = t2_select(scope_ids=scope_ids, labels=labels, now=now)
     sections = [
         Section("t0", "T0 · who I am", t0_select(scope_ids=scope_ids, labels=labels)),
-        Section(
-            "t2", "T2 · what weighs now", t2_select(scope_ids=scope_ids, labels=labels, now=now)
-        ),
+        Section("t2", "T2 · what weighs now", weighs_now),
         Section(
             "t2b",
             "T2b · where the last session left off",
@@ -724,7 +729,15 @@ def context_session_start(
                 exclude_session_id=session.pk if session else None,
             ),
         ),
-        Section("t3", "T3 · memory map", t3_select(scope_ids=scope_ids, labels=labels)),
+        Section(
+            "t3",
+            "T3 · memory map",
+            t3_select(
+                scope_ids=scope_ids,
+                labels=labels,
+                shown={item.memory_id for item in weighs_now},
+            ),
+        ),
     ]
     block = block_render(kind="session-start", sections=sections, budget=budget, now=now)
     _activate(block, session=session)

@@ -220,6 +220,34 @@ def test_it_maps_t3_clusters_with_enough_members_top_25(project):
     assert not any(item.text.startswith("tiny") for item in items)
 
 
+def test_it_gives_a_t3_example_that_is_true_now_and_not_already_in_t2(project, settings):
+    """Before, a cluster's example was its heaviest active member whatever its time: one
+    written ahead of its time, which T2 leaves out, was injected as the example, and one T2
+    already showed was shown again."""
+    settings.TIDELINE_T3_MIN_MEMBERS = 2
+    ahead = narrative_seed(project, "Bob is on call for the billing queue from March")
+    heavy = narrative_seed(project, "the billing queue retries failed charges twice")
+    lighter = narrative_seed(project, "the billing queue runs on Redis streams")
+    weights_set({ahead: 0.95, heavy: 0.9, lighter: 0.5})
+    Memory.objects.filter(pk=ahead.pk).update(valid_from=timezone.now() + timedelta(days=30))
+    cluster = TopicCluster.objects.create(
+        scope=project, term="billing", terms=["billing", "queue"], size=3
+    )
+    TopicClusterMember.objects.bulk_create(
+        [TopicClusterMember(cluster=cluster, narrative=m) for m in (ahead, heavy, lighter)]
+    )
+
+    block = context_session_start(scope_ids=_ids(project))
+    [t2] = [section for section in block.sections if section.key == "t2"]
+    [topic] = [item for item in block.sections[-1].items if item.kind == "topic"]
+
+    assert heavy.pk in {item.memory_id for item in t2.items}
+    assert "from March" not in block.text
+    assert (
+        topic.text == "billing · queue (2 memories), e.g. the billing queue runs on Redis streams"
+    )
+
+
 def test_it_shows_pinned_profiles_in_full_and_others_on_one_short_line(project, settings):
     from memory.models import Profile
     from memory.services.facts import FactInput, fact_write
