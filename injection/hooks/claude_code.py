@@ -14,13 +14,16 @@ Configuration (environment, e.g. the `env` block of Claude Code's settings.json)
   TIDELINE_HOOK_TIMEOUT  seconds per request (connect, send and the whole answer), default 3
   TIDELINE_HOOK_START_TIMEOUT  seconds for SessionStart, default 15 (a server that has just started
                          is still loading its embedder and indexes; a session starts once)
+  A timeout that is not a number of seconds in (0, 3600] is named on stderr and the default used.
 Usage: claude_code.py [SessionStart|UserPromptSubmit|Stop]  (else read from the hook input)
 Any other event (SubagentStop, PreCompact, …) is answered with {}: nothing to add.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import math
 import os
 import socket
 import stat
@@ -39,6 +42,9 @@ SYNC_TAIL_BYTES = 800_000
 # too large to send (a huge tool output) still leaves the earlier lines to sync.
 SYNC_READ_BYTES = 4_000_000
 MAX_TURN_CHARS = 100_000
+# Longer than any hook may sensibly hold a session; beyond it a setting is a typo (inf, 1e20), and
+# the socket cannot take it anyway.
+MAX_TIMEOUT_SECONDS = 3600.0
 
 
 class TidelineUnavailable(Exception):
@@ -46,11 +52,19 @@ class TidelineUnavailable(Exception):
 
 
 def _seconds(name: str, default: float) -> float:
+    """The setting, or the default (said on stderr) when it is not a usable number of seconds."""
+    raw = os.environ.get(name, "")
     try:
-        seconds = float(os.environ.get(name, "") or default)
+        seconds = float(raw or default)
     except ValueError:
-        return default
-    return seconds if seconds > 0 else default
+        seconds = math.nan
+    if 0 < seconds <= MAX_TIMEOUT_SECONDS:  # also false for nan
+        return seconds
+    sys.stderr.write(
+        f"tideline hook: {name}={raw!r} is not seconds in (0, {MAX_TIMEOUT_SECONDS:g}];"
+        f" using {default:g}\n"
+    )
+    return default
 
 
 def _encoded(value) -> bytes:
@@ -66,10 +80,10 @@ def _address(hostport: str) -> tuple[str, int]:
         port = port[1:] if port.startswith(":") else ""
     else:
         host, _, port = hostport.partition(":")
-    try:
-        return host, int(port or 80)
-    except ValueError:
-        raise TidelineUnavailable(f"TIDELINE_URL has a bad port: {hostport}") from None
+    # Digits only, and in range: socket calls take 99999 as 34463 (mod 65536), another server.
+    if port and not (port.isascii() and port.isdigit() and 0 < int(port) <= 65535):
+        raise TidelineUnavailable(f"TIDELINE_URL has a bad port (not 1-65535): {hostport}")
+    return host, int(port or 80)
 
 
 def _printable(text: str) -> bool:
@@ -147,11 +161,16 @@ def transcript_tail(path: str) -> list[str]:
     """The transcript's newest lines, oldest first, as many as fit the request. Only the end of a
     regular file is read: a transcript can be huge, and a device or a fifo never ends (opened
     non-blocking, so a fifo without a writer cannot hold the open either)."""
-    fd = os.open(os.path.expanduser(path), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    path = os.path.expanduser(path)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        # A directory is a wrong path, worth saying (opening its fd would name the fd, not it).
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        return []
     with open(fd, "rb") as transcript:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return []
         start = max(0, info.st_size - SYNC_READ_BYTES)
         transcript.seek(start)
         raw = transcript.read(SYNC_READ_BYTES).split(b"\n")
@@ -171,8 +190,13 @@ def transcript_tail(path: str) -> list[str]:
 
 
 def session_fields(payload: dict) -> dict:
+    """Where this hook runs. An input without a session id (not Claude Code's, or unreadable)
+    sends nothing: every such hook would share one made-up session."""
+    session_id = payload.get("session_id")
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise TidelineUnavailable("the hook input names no session_id: nothing sent")
     return {
-        "session_id": str(payload.get("session_id") or "unknown")[:200],
+        "session_id": session_id[:200],
         "runtime": RUNTIME,
         "cwd": str(payload.get("cwd") or os.getcwd())[:1024],
     }
@@ -197,9 +221,10 @@ def on_stop(payload: dict) -> str:
     path = payload.get("transcript_path")
     if not isinstance(path, str) or not path:
         return ""
+    fields = session_fields(payload)
     lines = [line for line in transcript_tail(path) if line.strip()]
     if lines:
-        post("/api/v1/transcripts", {**session_fields(payload), "lines": lines})
+        post("/api/v1/transcripts", {**fields, "lines": lines})
     return ""
 
 

@@ -3,10 +3,12 @@ inside a Hermes Agent environment). Prints, per call, what it returned or raised
 took, as JSON.
 
 usage: python hermes_steps.py < STEPS_JSON   ([[method, [args...], {kwargs...}], ...];
-       the method "client_timeout" sets the provider's request timeout, to keep tests short)
+       the method "client_timeout" sets the provider's request timeout, to keep tests short;
+       "setenv" sets an environment variable, as a new session started elsewhere would see it)
 """
 
 import json
+import os
 import sys
 import time
 
@@ -21,6 +23,9 @@ def main(steps: list) -> list:
         try:
             if method == "client_timeout":
                 provider._client.timeout = args[0]
+                result = None
+            elif method == "setenv":
+                os.environ[args[0]] = args[1]
                 result = None
             else:
                 result = getattr(provider, method)(*args, **kwargs)

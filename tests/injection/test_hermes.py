@@ -5,6 +5,7 @@ hermes-agent pins versions Tideline's environment cannot share (pydantic among t
 in a separate venv: TIDELINE_HERMES_PYTHON, or .venv-hermes/ (`.ci/run` builds it from
 requirements-hermes.txt)."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -410,3 +411,58 @@ def test_it_degrades_to_empty_answers_on_odd_ones(hermes_python, hermes_home, fa
     ]
     query = urlencode({"q": "s", "limit": 8, "cwd": str(tmp_path)})
     assert fake.requests[4]["path"] == f"/api/v1/search?{query}"
+
+
+def test_it_delivers_queued_turns_where_they_were_said_after_a_session_switch(
+    hermes_python, hermes_home, fake, tmp_path
+):
+    elsewhere = tmp_path / "elsewhere"
+    down = json_answer({"detail": "down for a moment"}, status=503)
+    fake.script(json_answer({"block": ""}), down, down)
+
+    provider_run(
+        hermes_python,
+        home=hermes_home,
+        url=fake.url,
+        cwd=tmp_path,
+        steps=[
+            *start("h-1"),
+            ["sync_turn", ["one", "two"], {}],
+            # The next session starts in another directory while Tideline is still down.
+            ["setenv", ["TIDELINE_CWD", str(elsewhere)], {}],
+            ["on_session_switch", ["h-2"], {}],
+            ["system_prompt_block", [], {}],
+            ["sync_turn", ["three", "four"], {}],
+        ],
+    )
+
+    sent = [
+        (body["session_id"], body["cwd"], [t["content"] for t in body["turns"]])
+        for body in fake.bodies()
+        if "turns" in body
+    ]
+    assert sent == [
+        ("h-1", str(tmp_path), ["one", "two"]),
+        ("h-1", str(tmp_path), ["one", "two"]),
+        ("h-1", str(tmp_path), ["one", "two"]),
+        ("h-2", str(elsewhere), ["three", "four"]),
+    ]
+
+
+def test_it_keeps_turn_ids_apart_and_within_200_characters_for_a_long_session_id(
+    hermes_python, hermes_home, fake, tmp_path
+):
+    session_ids = ["h" * 150, "s" * 195, "t" * 199, "u" * 300]
+    steps = [*start(session_ids[0]), ["sync_turn", ["one", "two"], {}]]
+    for session_id in session_ids[1:]:
+        steps += [["on_session_switch", [session_id], {}], ["sync_turn", ["one", "two"], {}]]
+
+    provider_run(hermes_python, home=hermes_home, url=fake.url, cwd=tmp_path, steps=steps)
+
+    ids = [t["turn_id"] for body in fake.bodies() if "turns" in body for t in body["turns"]]
+    assert len(ids) == 8 and len(set(ids)) == 8
+    assert all(len(turn_id) <= 200 for turn_id in ids)
+    # An id that fits is what it always was, so a history sent before still matches.
+    digest = hashlib.sha256(b"user\0one").hexdigest()[:20]
+    assert ids[0] == f"{'h' * 150}:{digest}:0"
+    assert all(turn_id.endswith(f":{digest}:0") for turn_id in ids[::2])

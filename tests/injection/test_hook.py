@@ -21,6 +21,11 @@ HOOK = settings.BASE_DIR / "injection" / "hooks" / "claude_code.py"
 
 
 def run_hook(stdin: bytes, *, env: dict, args=(), timeout=30, **popen) -> dict:
+    return run_hook_said(stdin, env=env, args=args, timeout=timeout, **popen)[0]
+
+
+def run_hook_said(stdin: bytes, *, env: dict, args=(), timeout=30, **popen) -> tuple[dict, str]:
+    """The hook's answer, and what it said on stderr."""
     completed = subprocess.run(
         [sys.executable, "-I", str(HOOK), *args],
         input=stdin,
@@ -32,7 +37,7 @@ def run_hook(stdin: bytes, *, env: dict, args=(), timeout=30, **popen) -> dict:
     assert completed.returncode == 0, completed.stderr
     # ASCII only: writable whatever stdout's encoding.
     assert completed.stdout.isascii()
-    return json.loads(completed.stdout)
+    return json.loads(completed.stdout), completed.stderr.decode(errors="replace")
 
 
 @pytest.fixture
@@ -380,3 +385,61 @@ def test_it_reads_an_ipv6_url_without_a_port():
     assert hook._address("[::1]") == ("::1", 80)
     assert hook._address("[::1]:8000") == ("::1", 8000)
     assert hook._address("localhost") == ("localhost", 80)
+
+
+@pytest.mark.parametrize(
+    "stdin",
+    [
+        b"[1, 2]",
+        b'{"hook_event_name": 5}',
+        b'{"hook_event_name": "SessionStart", "session_id": {"a": 1}, "cwd": "/tmp"}',
+        b'{"hook_event_name": "SessionStart", "session_id": " ", "cwd": "/tmp"}',
+    ],
+)
+def test_it_sends_nothing_for_an_input_without_a_session_id(fake, stdin):
+    output, said = run_hook_said(stdin, env=fake_env(fake), args=["SessionStart"])
+
+    assert output["hookSpecificOutput"] == {
+        "hookEventName": "SessionStart",
+        "additionalContext": "",
+    }
+    # Not a session "unknown" shared by every such input, in whatever directory the hook ran.
+    assert fake.requests == []
+    assert "no session_id" in said
+
+
+@pytest.mark.parametrize("value", ["inf", "1e20", "nan", "-1", "3 s"])
+@pytest.mark.parametrize(
+    "name, event",
+    [
+        ("TIDELINE_HOOK_TIMEOUT", "UserPromptSubmit"),
+        ("TIDELINE_HOOK_START_TIMEOUT", "SessionStart"),
+    ],
+)
+def test_it_names_an_unusable_timeout_and_uses_the_default(fake, name, event, value):
+    fake.script(Answer(body=b'{"block": "remembered"}'))
+    payload = {"hook_event_name": event, "session_id": "s", "prompt": "hello there"}
+
+    output, said = run_hook_said(json.dumps(payload).encode(), env={**fake_env(fake), name: value})
+
+    assert output["hookSpecificOutput"]["additionalContext"] == "remembered"
+    assert said.count("\n") == 1 and f"{name}={value!r}" in said
+
+
+@pytest.mark.parametrize("port", ["99999", "0", "-1", "8x"])
+def test_it_refuses_a_port_out_of_range(port):
+    # Taken as a number, 99999 would wrap to another port (34463) and reach whatever is there.
+    env = {"TIDELINE_API_KEY": "tl_x_y", "TIDELINE_URL": f"http://127.0.0.1:{port}"}
+
+    output, said = run_hook_said(prompt_event(), env=env)
+
+    assert output["hookSpecificOutput"]["additionalContext"] == ""
+    assert f"TIDELINE_URL has a bad port (not 1-65535): 127.0.0.1:{port}" in said
+
+
+def test_it_names_a_transcript_path_that_is_a_directory(fake, tmp_path):
+    output, said = run_hook_said(stop_event(tmp_path), env=fake_env(fake))
+
+    assert output == {"suppressOutput": True}
+    assert fake.requests == []
+    assert f"Is a directory: '{tmp_path}'" in said

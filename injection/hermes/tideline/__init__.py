@@ -50,6 +50,7 @@ MAX_RESPONSE_BYTES = 4_000_000
 MAX_TURN_CHARS = 100_000
 MAX_TURNS_PER_REQUEST = 500
 MAX_TURNS_BODY_BYTES = 900_000
+MAX_TURN_ID_CHARS = 200
 SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX = 8, 50
 
 TOOL_SCHEMAS = [
@@ -137,9 +138,17 @@ def clean_text(text: str) -> str:
 def turn_id_for(*, session_id: str, role: str, content: str, occurrence: int) -> str:
     """A stable id per (role, text, n-th time said in this session), so that sync_turn and the
     final sync of the whole transcript name the same turn the same way and Tideline skips
-    what it already has."""
+    what it already has. Within the server's limit whatever the session id's length."""
     digest = hashlib.sha256(f"{role}\0{content}".encode()).hexdigest()[:20]
-    return f"{session_id}:{digest}:{occurrence}"[:200]
+    turn_id = f"{session_id}:{digest}:{occurrence}"
+    if len(turn_id) <= MAX_TURN_ID_CHARS:
+        return turn_id
+    # Cutting the whole id would cut the digest and occurrence, the part that tells this
+    # session's turns apart; the session id is cut instead, tagged with its own hash. Ids that
+    # fit stay as they were, so re-sending an existing history still matches what was stored.
+    turn = f":{digest}:{occurrence}"
+    tag = "~" + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return session_id[: MAX_TURN_ID_CHARS - len(turn) - len(tag)] + tag + turn
 
 
 def message_text(content: Any) -> str:
@@ -264,6 +273,17 @@ def _turn_chunks(turns: list[dict]) -> list[list[dict]]:
     return [chunk for chunk in chunks if chunk]
 
 
+def _runs(queued: list[tuple[dict, dict]]) -> list[tuple[dict, list[dict]]]:
+    """The queued (where, turn) pairs in order, as runs of turns said in the same place."""
+    runs: list[tuple[dict, list[dict]]] = []
+    for where, turn in queued:
+        if runs and runs[-1][0] == where:
+            runs[-1][1].append(turn)
+        else:
+            runs.append((where, [turn]))
+    return runs
+
+
 def _agent_cwd() -> str:
     configured = os.environ.get("TIDELINE_CWD", "").strip()
     if configured:
@@ -283,7 +303,9 @@ class TidelineMemoryProvider(MemoryProvider):
         self._session_id = ""
         self._cwd = ""
         self._primary = True
-        self._pending: list[dict] = []
+        # Each turn with where it was said (session, runtime, cwd): a session switch while
+        # Tideline is down must not move the earlier session's turns into the new one.
+        self._pending: list[tuple[dict, dict]] = []
         self._said: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
@@ -334,9 +356,10 @@ class TidelineMemoryProvider(MemoryProvider):
         self._begin(session_id)
 
     def _begin(self, session_id: str) -> None:
-        self._session_id = session_id
-        self._cwd = _agent_cwd()
+        cwd = _agent_cwd()
         with self._lock:
+            # With the counts, under the lock: a turn queued meanwhile gets one place, whole.
+            self._session_id, self._cwd = session_id, cwd
             self._said.clear()
             self._prefetched.clear()
         self._session_block = None
@@ -383,44 +406,44 @@ class TidelineMemoryProvider(MemoryProvider):
             self._prefetched[query] = block
         return block
 
-    def _turn(self, role: str, content: str) -> dict:
-        """A turn as the server takes it; the id is still that of the whole text."""
+    def _queue(self, role: str, content: str) -> None:
+        """Queue a turn as the server takes it, with where it is said (the caller holds the
+        lock); the id is still that of the whole text."""
         key = (role, content)
         occurrence = self._said.get(key, 0)
         self._said[key] = occurrence + 1
-        return {
+        turn = {
             "role": role,
             "content": content[:MAX_TURN_CHARS],
             "turn_id": turn_id_for(
                 session_id=self._session_id, role=role, content=content, occurrence=occurrence
             ),
         }
+        self._pending.append((self._where(), turn))
 
     def _deliver(self) -> None:
-        """Send every pending turn, in chunks the server accepts, within one request's time.
-        What could not be sent for a passing reason (down, slow, 5xx) stays pending for the next
-        sync; a chunk Tideline refused as such (4xx) is dropped, or it would block every later
-        sync of the session."""
+        """Send every pending turn, in order, each under the session and cwd it was said in, in
+        chunks the server accepts, within one request's time. What could not be sent for a
+        passing reason (down, slow, 5xx) stays pending for the next sync; a chunk Tideline
+        refused as such (4xx) is dropped, or it would block every later sync of the session."""
         with self._lock:
             batch, self._pending = self._pending, []
         if not batch or self._client is None:
             return
         deadline = time.monotonic() + self._client.timeout
-        chunks = _turn_chunks(batch)
-        for at, chunk in enumerate(chunks):
+        sends = [(where, chunk) for where, run in _runs(batch) for chunk in _turn_chunks(run)]
+        for at, (where, chunk) in enumerate(sends):
             left = deadline - time.monotonic()
             try:
                 if left <= 0:
                     raise TidelineError("no time left for this sync")
-                self._client.call(
-                    "POST", "/api/v1/turns", {**self._where(), "turns": chunk}, timeout=left
-                )
+                self._client.call("POST", "/api/v1/turns", {**where, "turns": chunk}, timeout=left)
             except TidelineError as exc:
                 if not exc.retryable:
                     logger.warning("Tideline refused %d turn(s), dropped: %s", len(chunk), exc)
                     continue
                 logger.warning("Tideline sync failed, will retry: %s", exc)
-                kept = [turn for rest in chunks[at:] for turn in rest]
+                kept = [(place, turn) for place, rest in sends[at:] for turn in rest]
                 with self._lock:
                     self._pending = kept + self._pending
                 return
@@ -441,7 +464,7 @@ class TidelineMemoryProvider(MemoryProvider):
                 for role, content in (("user", user_content), ("assistant", assistant_content)):
                     text = clean_text(message_text(content))
                     if text.strip():
-                        self._pending.append(self._turn(role, text))
+                        self._queue(role, text)
             self._deliver()
         except Exception as exc:
             logger.warning("Tideline sync failed: %s", exc)
@@ -463,7 +486,7 @@ class TidelineMemoryProvider(MemoryProvider):
                     occurrence = said_here.get((role, text), 0)
                     said_here[(role, text)] = occurrence + 1
                     if occurrence >= self._said.get((role, text), 0):
-                        self._pending.append(self._turn(role, text))
+                        self._queue(role, text)
             self._deliver()
         except Exception as exc:
             logger.warning("Tideline final sync failed: %s", exc)
