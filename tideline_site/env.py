@@ -6,6 +6,8 @@ with a message naming the variable, instead of surfacing later as a confusing ru
 
 import math
 import os
+import re
+import stat
 import zoneinfo
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,31 +40,38 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name}={value!r} is not a boolean (use 1/0, true/false, yes/no)")
 
 
-# Past this no count, size or duration setting means anything, and dates, timedeltas and database
-# integers computed from it overflow at run time instead of at start.
-INT_SETTING_MAX = 10**9
+# Upper bounds for durations. Every number setting states its own maximum (env_int and env_float
+# require one): unbounded, a duration turned into a date or timedelta overflows at run time, on
+# the first write or session start, instead of stopping the process here.
+DAYS_MAX = 36_500  # 100 years: now ± this stays well inside datetime's years 1–9999
+HOURS_MAX = DAYS_MAX * 24
+# Seconds a request, a provider call or a lock wait may take: an hour. Far larger values overflow
+# socket timeouts (time_t) and SQLite's busy timeout (a C int of milliseconds, about 24 days).
+TIMEOUT_MAX = 3600
+# For thresholds compared with a count of stored rows: past any store's size, i.e. "always".
+ROWS_MAX = 10**9
+
+# Plain ASCII numbers only: int() and float() also take "1_000" and other scripts' digits ("٣"),
+# which no one means in a configuration file and which read differently in every other tool.
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
-def env_int(
-    name: str, default: int, *, minimum: int | None = None, maximum: int = INT_SETTING_MAX
-) -> int:
+def env_int(name: str, default: int, *, minimum: int, maximum: int) -> int:
     value = _raw(name)
     if value is None or value == "":
         return default
+    if not _INTEGER.fullmatch(value):
+        raise ImproperlyConfigured(f"{name}={value!r} is not an integer")
     try:
         number = int(value)
-    except ValueError as exc:
+    except ValueError as exc:  # more digits than int() reads (sys.get_int_max_str_digits)
         raise ImproperlyConfigured(f"{name}={value!r} is not an integer") from exc
     _check_range(name, number, minimum, maximum)
     return number
 
 
-def env_float(
-    name: str, default: float, *, minimum: float | None = None, maximum: float | None = None
-) -> float:
-    value = _raw(name)
-    if value is None or value == "":
-        return default
+def _float_parse(name: str, value: str) -> float:
     try:
         number = float(value)
     except ValueError as exc:
@@ -70,13 +79,23 @@ def env_float(
     # nan passes every comparison and inf every open range: a timeout of either never fires.
     if not math.isfinite(number):
         raise ImproperlyConfigured(f"{name}={value!r} is not a finite number")
+    if not _DECIMAL.fullmatch(value):
+        raise ImproperlyConfigured(
+            f"{name}={value!r} is not a plain number (ASCII digits, e.g. 0.5 or 1e-3)"
+        )
+    return number
+
+
+def env_float(name: str, default: float, *, minimum: float, maximum: float) -> float:
+    value = _raw(name)
+    if value is None or value == "":
+        return default
+    number = _float_parse(name, value)
     _check_range(name, number, minimum, maximum)
     return number
 
 
-def env_float_or_none(
-    name: str, *, minimum: float | None = None, maximum: float | None = None
-) -> float | None:
+def env_float_or_none(name: str, *, minimum: float, maximum: float) -> float | None:
     """A number when the variable is set, None when it is not (the caller's own default then
     applies, which may differ case by case)."""
     value = _raw(name)
@@ -120,12 +139,11 @@ def env_thresholds(name: str, default: dict[str, float]) -> dict[str, float]:
     thresholds = {}
     for item in value.split(","):
         key, sep, number = item.partition("=")
-        try:
-            threshold = float(number)
-        except ValueError as exc:
-            raise ImproperlyConfigured(f"{name}: {item!r} is not name=number") from exc
         if not sep or not key.strip():
             raise ImproperlyConfigured(f"{name}: {item!r} is not name=number")
+        # The same number rules as every other setting: a nan threshold passed the range check
+        # and then matched nothing.
+        threshold = _float_parse(f"{name}: {key.strip()}", number.strip())
         _check_range(name, threshold, 0.0, 1.0)
         thresholds[key.strip()] = threshold
     return thresholds
@@ -136,11 +154,72 @@ def env_path(name: str, default: Path) -> Path:
     return (Path(value).expanduser() if value else default).resolve()
 
 
-def _check_range(name: str, number: float, minimum: float | None, maximum: float | None) -> None:
-    if minimum is not None and number < minimum:
+def env_file(name: str, *, max_bytes: int) -> str:
+    """The absolute path of an existing regular file of at most `max_bytes` when the variable is
+    set, "" when it is not. A missing file was accepted silently (the feature was just off), and
+    a FIFO or a device (/dev/zero) hung or filled memory at the first read."""
+    value = _raw(name)
+    if not value:
+        return ""
+    # Absolute so that every command reads the same file wherever it is started from; symlinks
+    # are kept, so a repointed link is followed.
+    path = os.path.abspath(Path(value).expanduser())
+    try:
+        status = os.stat(path)
+    except OSError as exc:
+        raise ImproperlyConfigured(
+            f"{name}={value!r} cannot be used ({exc.strerror or type(exc).__name__})"
+        ) from exc
+    if not stat.S_ISREG(status.st_mode):
+        raise ImproperlyConfigured(f"{name}={value!r} is not a regular file")
+    if status.st_size > max_bytes:
+        raise ImproperlyConfigured(
+            f"{name}={value!r} is {status.st_size} bytes, above the maximum {max_bytes}"
+        )
+    if not os.access(path, os.R_OK):
+        raise ImproperlyConfigured(f"{name}={value!r} cannot be read by this account")
+    return path
+
+
+def _check_range(name: str, number: float, minimum: float, maximum: float) -> None:
+    if number < minimum:
         raise ImproperlyConfigured(f"{name}={number} is below the minimum {minimum}")
-    if maximum is not None and number > maximum:
+    if number > maximum:
         raise ImproperlyConfigured(f"{name}={number} is above the maximum {maximum}")
+
+
+# The first 16 bytes of every SQLite 3 database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _sqlite_file_check(url: str, path: str) -> None:
+    """Refuse a path that SQLite cannot open as a database: a directory, a FIFO or device, or a
+    file that is not a database. Unchecked, every command, `manage.py check` included, ended in
+    Django's DatabaseError traceback (its model checks connect before Tideline's own check
+    runs). A missing or empty file is fine: SQLite creates the database in it."""
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ImproperlyConfigured(
+            f"TIDELINE_DATABASE_URL={url!r} cannot be used ({exc.strerror or type(exc).__name__})"
+        ) from exc
+    if stat.S_ISDIR(status.st_mode):
+        raise ImproperlyConfigured(f"TIDELINE_DATABASE_URL={url!r} names a directory, not a file")
+    if not stat.S_ISREG(status.st_mode):
+        raise ImproperlyConfigured(f"TIDELINE_DATABASE_URL={url!r} is not a regular file")
+    if status.st_size == 0:
+        return
+    try:
+        with open(path, "rb") as database:
+            header = database.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise ImproperlyConfigured(
+            f"TIDELINE_DATABASE_URL={url!r} cannot be read ({exc.strerror or type(exc).__name__})"
+        ) from exc
+    if header != SQLITE_HEADER:
+        raise ImproperlyConfigured(f"TIDELINE_DATABASE_URL={url!r} is not an SQLite database")
 
 
 def database_from_url(url: str, *, sqlite_options: dict, postgres_pool_size: int) -> dict:
@@ -148,7 +227,13 @@ def database_from_url(url: str, *, sqlite_options: dict, postgres_pool_size: int
 
     `postgres_pool_size` connections at most are kept open per process (0: none, a new connection
     per request)."""
-    parsed = urlparse(url)
+    try:
+        parsed = urlparse(url)
+        port = parsed.port
+    except ValueError as exc:
+        # "Port out of range 0-65535", "Invalid IPv6 URL": urllib's reason, never the URL itself,
+        # which may hold a password.
+        raise ImproperlyConfigured(f"TIDELINE_DATABASE_URL is not a valid URL: {exc}") from exc
     if parsed.scheme == "sqlite":
         # sqlite:///abs and sqlite:////abs (an absolute path pasted after the three slashes) are
         # the same file.
@@ -161,6 +246,7 @@ def database_from_url(url: str, *, sqlite_options: dict, postgres_pool_size: int
             raise ImproperlyConfigured(
                 f"TIDELINE_DATABASE_URL={url!r}: the directory {Path(path).parent} does not exist"
             )
+        _sqlite_file_check(url, path)
         return {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": path,
@@ -182,7 +268,7 @@ def database_from_url(url: str, *, sqlite_options: dict, postgres_pool_size: int
             "USER": unquote(parsed.username or ""),
             "PASSWORD": unquote(parsed.password or ""),
             "HOST": parsed.hostname or "",
-            "PORT": str(parsed.port or ""),
+            "PORT": str(port or ""),
             "OPTIONS": options,
             # The server is ASGI: each request runs in a thread of its own, so a persistent
             # connection is never reused, only left open until garbage collection (measured: 80

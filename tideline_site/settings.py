@@ -12,9 +12,14 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 
 from tideline_site.env import (
+    DAYS_MAX,
+    HOURS_MAX,
+    ROWS_MAX,
+    TIMEOUT_MAX,
     database_from_url,
     env_bool,
     env_choice,
+    env_file,
     env_float,
     env_float_or_none,
     env_int,
@@ -119,7 +124,7 @@ TEMPLATES = [
 SQLITE_SYNCHRONOUS = env_choice("TIDELINE_SQLITE_SYNCHRONOUS", "full", ["full", "normal"])
 SQLITE_OPTIONS = {
     "transaction_mode": "IMMEDIATE",
-    "timeout": env_int("TIDELINE_SQLITE_BUSY_TIMEOUT", 30, minimum=20),
+    "timeout": env_int("TIDELINE_SQLITE_BUSY_TIMEOUT", 30, minimum=20, maximum=TIMEOUT_MAX),
     "init_command": (
         "PRAGMA journal_mode=WAL;"
         f"PRAGMA synchronous={SQLITE_SYNCHRONOUS.upper()};"
@@ -174,33 +179,42 @@ TIDELINE_PORT = env_int("TIDELINE_PORT", 8000, minimum=1, maximum=65535)
 # Empty: those headers are dropped, so a client cannot pick the address it is throttled under.
 TIDELINE_TRUSTED_PROXIES = env_list("TIDELINE_TRUSTED_PROXIES", [])
 # Seconds a client has to deliver its whole request body (a short or slow body gets 408).
-TIDELINE_BODY_TIMEOUT = env_float("TIDELINE_BODY_TIMEOUT", 10.0, minimum=0.5)
+TIDELINE_BODY_TIMEOUT = env_float("TIDELINE_BODY_TIMEOUT", 10.0, minimum=0.5, maximum=TIMEOUT_MAX)
 # Seconds a connection has to deliver a whole request head, from opening (or, kept alive, from the
 # head's first byte); then it is closed (tideline_site/http_protocol.py).
-TIDELINE_HEAD_TIMEOUT = env_float("TIDELINE_HEAD_TIMEOUT", 10.0, minimum=0.5)
+TIDELINE_HEAD_TIMEOUT = env_float("TIDELINE_HEAD_TIMEOUT", 10.0, minimum=0.5, maximum=TIMEOUT_MAX)
 # Requests per minute under one API key, from one address, and answers of 401 (wrong or missing
 # key) one address may collect; past any of them: 429 with Retry-After. 0 switches a limit off.
-TIDELINE_THROTTLE_KEY_PER_MINUTE = env_int("TIDELINE_THROTTLE_KEY_PER_MINUTE", 1200, minimum=0)
+TIDELINE_THROTTLE_KEY_PER_MINUTE = env_int(
+    "TIDELINE_THROTTLE_KEY_PER_MINUTE", 1200, minimum=0, maximum=1_000_000
+)
 TIDELINE_THROTTLE_ADDRESS_PER_MINUTE = env_int(
-    "TIDELINE_THROTTLE_ADDRESS_PER_MINUTE", 2400, minimum=0
+    "TIDELINE_THROTTLE_ADDRESS_PER_MINUTE", 2400, minimum=0, maximum=1_000_000
 )
 TIDELINE_THROTTLE_AUTH_FAILURES_PER_MINUTE = env_int(
-    "TIDELINE_THROTTLE_AUTH_FAILURES_PER_MINUTE", 30, minimum=0
+    "TIDELINE_THROTTLE_AUTH_FAILURES_PER_MINUTE", 30, minimum=0, maximum=1_000_000
 )
 # Failed owner-panel logins per address (and per user name) within the window, then 429.
-TIDELINE_LOGIN_FAILURES = env_int("TIDELINE_LOGIN_FAILURES", 5, minimum=1)
-TIDELINE_LOGIN_WINDOW_SECONDS = env_int("TIDELINE_LOGIN_WINDOW_SECONDS", 900, minimum=10)
+TIDELINE_LOGIN_FAILURES = env_int("TIDELINE_LOGIN_FAILURES", 5, minimum=1, maximum=1000)
+TIDELINE_LOGIN_WINDOW_SECONDS = env_int(
+    "TIDELINE_LOGIN_WINDOW_SECONDS", 900, minimum=10, maximum=7 * 86_400
+)
 
 # Production behind HTTPS (TLS terminated by uvicorn or a trusted proxy): secure cookies, HSTS,
 # every http:// request redirected to https://. `manage.py check --deploy` passes with it.
 TIDELINE_SECURE = env_bool("TIDELINE_SECURE", False)
+# Read whether or not TIDELINE_SECURE is on, so a bad value stops start-up now rather than on
+# the day HTTPS is switched on. HSTS_SECONDS: two years at most (what hstspreload.org asks for).
+_hsts_seconds = env_int("TIDELINE_HSTS_SECONDS", 31_536_000, minimum=0, maximum=63_072_000)
+_hsts_include_subdomains = env_bool("TIDELINE_HSTS_INCLUDE_SUBDOMAINS", True)
+_hsts_preload = env_bool("TIDELINE_HSTS_PRELOAD", True)
 if TIDELINE_SECURE:
     SECURE_SSL_REDIRECT = True
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
-    SECURE_HSTS_SECONDS = env_int("TIDELINE_HSTS_SECONDS", 31_536_000, minimum=0)
-    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("TIDELINE_HSTS_INCLUDE_SUBDOMAINS", True)
-    SECURE_HSTS_PRELOAD = env_bool("TIDELINE_HSTS_PRELOAD", True)
+    SECURE_HSTS_SECONDS = _hsts_seconds
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = _hsts_include_subdomains
+    SECURE_HSTS_PRELOAD = _hsts_preload
     if TIDELINE_TRUSTED_PROXIES:
         # Safe only because the edge drops X-Forwarded-Proto from every peer that is not a proxy.
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
@@ -245,27 +259,39 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {
     "interval_max": 0.2,
 }
 CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "socket_connect_timeout": env_float("TIDELINE_BROKER_CONNECT_TIMEOUT", 2.0, minimum=0.1)
+    "socket_connect_timeout": env_float(
+        "TIDELINE_BROKER_CONNECT_TIMEOUT", 2.0, minimum=0.1, maximum=60
+    )
 }
 # After a failed enqueue a process leaves the broker alone this long (rows wait for the sweep).
-TIDELINE_BROKER_BACKOFF_SECONDS = env_int("TIDELINE_BROKER_BACKOFF_SECONDS", 30, minimum=0)
+TIDELINE_BROKER_BACKOFF_SECONDS = env_int(
+    "TIDELINE_BROKER_BACKOFF_SECONDS", 30, minimum=0, maximum=86_400
+)
 # The embedding sweep (beat, every minute by default; and at worker and server start) embeds rows
 # still pending or failed: at most LIMIT of each kind per run, leaving rows younger than GRACE
 # seconds to the task queued for them.
 TIDELINE_EMBED_SWEEP_LIMIT = env_int(
     "TIDELINE_EMBED_SWEEP_LIMIT", 500, minimum=1, maximum=1_000_000
 )
-TIDELINE_EMBED_SWEEP_GRACE_SECONDS = env_int("TIDELINE_EMBED_SWEEP_GRACE_SECONDS", 30, minimum=0)
+TIDELINE_EMBED_SWEEP_GRACE_SECONDS = env_int(
+    "TIDELINE_EMBED_SWEEP_GRACE_SECONDS", 30, minimum=0, maximum=86_400
+)
 # Capture: the inbox is flushed this long after a turn is captured (with a worker; at once
 # in-process), by rules, or by the configured LLM when INBOX_USE_LLM is on.
-TIDELINE_INBOX_FLUSH_DELAY_SECONDS = env_int("TIDELINE_INBOX_FLUSH_DELAY_SECONDS", 20, minimum=0)
+TIDELINE_INBOX_FLUSH_DELAY_SECONDS = env_int(
+    "TIDELINE_INBOX_FLUSH_DELAY_SECONDS", 20, minimum=0, maximum=86_400
+)
 TIDELINE_INBOX_USE_LLM = env_bool("TIDELINE_INBOX_USE_LLM", False)
 
 # --- Write path (DESIGN §3) ---------------------------------------------------------------------
 # Anti-inflation: when the newest WINDOW weighted narratives (at least MIN of them) average above
 # CEILING, they are scaled to average TARGET.
-TIDELINE_WEIGHT_INFLATION_WINDOW = env_int("TIDELINE_WEIGHT_INFLATION_WINDOW", 20, minimum=1)
-TIDELINE_WEIGHT_INFLATION_MIN = env_int("TIDELINE_WEIGHT_INFLATION_MIN", 5, minimum=1)
+TIDELINE_WEIGHT_INFLATION_WINDOW = env_int(
+    "TIDELINE_WEIGHT_INFLATION_WINDOW", 20, minimum=1, maximum=10_000
+)
+TIDELINE_WEIGHT_INFLATION_MIN = env_int(
+    "TIDELINE_WEIGHT_INFLATION_MIN", 5, minimum=1, maximum=10_000
+)
 TIDELINE_WEIGHT_INFLATION_CEILING = env_float(
     "TIDELINE_WEIGHT_INFLATION_CEILING", 0.7, minimum=0, maximum=1
 )
@@ -287,7 +313,9 @@ TIDELINE_EMBEDDER_MODEL = env_str("TIDELINE_EMBEDDER_MODEL", "")
 # "passage: "); empty for symmetric models.
 TIDELINE_EMBEDDER_QUERY_PREFIX = env_str("TIDELINE_EMBEDDER_QUERY_PREFIX", "")
 TIDELINE_EMBEDDER_PASSAGE_PREFIX = env_str("TIDELINE_EMBEDDER_PASSAGE_PREFIX", "")
-TIDELINE_EMBEDDER_TIMEOUT = env_float("TIDELINE_EMBEDDER_TIMEOUT", 10.0, minimum=0.1)
+TIDELINE_EMBEDDER_TIMEOUT = env_float(
+    "TIDELINE_EMBEDDER_TIMEOUT", 10.0, minimum=0.1, maximum=TIMEOUT_MAX
+)
 TIDELINE_EMBEDDER_RETRIES = env_int("TIDELINE_EMBEDDER_RETRIES", 2, minimum=0, maximum=10)
 # Texts per provider call when embedding in bulk (imports, `manage.py reembed`).
 TIDELINE_EMBEDDER_BATCH = env_int("TIDELINE_EMBEDDER_BATCH", 64, minimum=1, maximum=2048)
@@ -331,12 +359,20 @@ TIDELINE_SEARCH_KEYWORD_BOOST = env_float(
     "TIDELINE_SEARCH_KEYWORD_BOOST", 1.0, minimum=0.0, maximum=5.0
 )
 # Lifecycle priors for memories: weight (0–1), pinned, recency (30-day half-life).
-TIDELINE_SEARCH_PRIOR_WEIGHT = env_float("TIDELINE_SEARCH_PRIOR_WEIGHT", 0.05, minimum=0.0)
-TIDELINE_SEARCH_PRIOR_PINNED = env_float("TIDELINE_SEARCH_PRIOR_PINNED", 0.05, minimum=0.0)
-TIDELINE_SEARCH_PRIOR_RECENCY = env_float("TIDELINE_SEARCH_PRIOR_RECENCY", 0.03, minimum=0.0)
+TIDELINE_SEARCH_PRIOR_WEIGHT = env_float(
+    "TIDELINE_SEARCH_PRIOR_WEIGHT", 0.05, minimum=0.0, maximum=1.0
+)
+TIDELINE_SEARCH_PRIOR_PINNED = env_float(
+    "TIDELINE_SEARCH_PRIOR_PINNED", 0.05, minimum=0.0, maximum=1.0
+)
+TIDELINE_SEARCH_PRIOR_RECENCY = env_float(
+    "TIDELINE_SEARCH_PRIOR_RECENCY", 0.03, minimum=0.0, maximum=1.0
+)
 # Added to decision-layer narratives (seed 004's "why we chose X") when the query asks about a
 # past choice (memory/search/intent.py).
-TIDELINE_SEARCH_PRIOR_DECISION = env_float("TIDELINE_SEARCH_PRIOR_DECISION", 0.1, minimum=0.0)
+TIDELINE_SEARCH_PRIOR_DECISION = env_float(
+    "TIDELINE_SEARCH_PRIOR_DECISION", 0.1, minimum=0.0, maximum=1.0
+)
 # Priors for questions about time (memory/search/timing.py): WHEN is added to turns and memories
 # that place themselves in time ("yesterday", "last week", a date) when the query asks when; DAY,
 # when the query names a day, to turns of that day (memories valid from it), fading to nothing a
@@ -405,16 +441,20 @@ TIDELINE_SEARCH_TURN_NEIGHBOURS = env_int(
 TIDELINE_SEARCH_NEIGHBOUR_WEIGHT = env_float(
     "TIDELINE_SEARCH_NEIGHBOUR_WEIGHT", 0.5, minimum=0.0, maximum=1.0
 )
-TIDELINE_SEARCH_DATE_WEIGHT = env_float("TIDELINE_SEARCH_DATE_WEIGHT", 1.0, minimum=0.0)
+TIDELINE_SEARCH_DATE_WEIGHT = env_float(
+    "TIDELINE_SEARCH_DATE_WEIGHT", 1.0, minimum=0.0, maximum=5.0
+)
 TIDELINE_SEARCH_TURN_EMBED_WINDOW = env_int(
     "TIDELINE_SEARCH_TURN_EMBED_WINDOW", 1, minimum=0, maximum=5
 )
 # Past MIN_ROWS vectors, the cosine scan runs over vectors projected on their top DIM principal
 # directions (a quarter of the memory traffic at 128 of 512) and a 500-row shortlist is re-scored
 # exactly: on LoCoMo's USE vectors that recovers the exact top 10 for every question. 0 = off.
-TIDELINE_SEARCH_PROJECTION_DIM = env_int("TIDELINE_SEARCH_PROJECTION_DIM", 128, minimum=0)
+TIDELINE_SEARCH_PROJECTION_DIM = env_int(
+    "TIDELINE_SEARCH_PROJECTION_DIM", 128, minimum=0, maximum=8192
+)
 TIDELINE_SEARCH_PROJECTION_MIN_ROWS = env_int(
-    "TIDELINE_SEARCH_PROJECTION_MIN_ROWS", 20_000, minimum=0
+    "TIDELINE_SEARCH_PROJECTION_MIN_ROWS", 20_000, minimum=0, maximum=ROWS_MAX
 )
 # On PostgreSQL, "native" keeps the lexical index, BM25 statistics and (with pgvector) the vectors in
 # the database (memory/search/postgres.py); "process" is the embedded design: every process loads
@@ -423,18 +463,18 @@ TIDELINE_SEARCH_POSTGRES = env_choice("TIDELINE_SEARCH_POSTGRES", "native", ["na
 # Native mode ranks every document of the caller's scopes when they hold at most EXACT_ROWS; past
 # that, the best LEXICAL_CANDIDATES by BM25 (in SQL) and SEMANTIC_CANDIDATES nearest vectors.
 TIDELINE_SEARCH_POSTGRES_EXACT_ROWS = env_int(
-    "TIDELINE_SEARCH_POSTGRES_EXACT_ROWS", 2000, minimum=0
+    "TIDELINE_SEARCH_POSTGRES_EXACT_ROWS", 2000, minimum=0, maximum=ROWS_MAX
 )
 TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES = env_int(
-    "TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES", 500, minimum=1
+    "TIDELINE_SEARCH_POSTGRES_LEXICAL_CANDIDATES", 500, minimum=1, maximum=100_000
 )
 TIDELINE_SEARCH_POSTGRES_SEMANTIC_CANDIDATES = env_int(
-    "TIDELINE_SEARCH_POSTGRES_SEMANTIC_CANDIDATES", 200, minimum=1
+    "TIDELINE_SEARCH_POSTGRES_SEMANTIC_CANDIDATES", 200, minimum=1, maximum=100_000
 )
 
 # --- LLM (optional; configured by `manage.py llm set`, key kept in a 0600 file) ------------------
 TIDELINE_LLM_CONFIG_FILE = env_path("TIDELINE_LLM_CONFIG_FILE", DATA_DIR / "llm.json")
-TIDELINE_LLM_TIMEOUT = env_float("TIDELINE_LLM_TIMEOUT", 60.0, minimum=0.1)
+TIDELINE_LLM_TIMEOUT = env_float("TIDELINE_LLM_TIMEOUT", 60.0, minimum=0.1, maximum=TIMEOUT_MAX)
 # Retries after a refused connection or an overload answer (429/502/503/504); never after a timeout.
 TIDELINE_LLM_RETRIES = env_int("TIDELINE_LLM_RETRIES", 2, minimum=0, maximum=5)
 
@@ -451,18 +491,24 @@ TIDELINE_MERGE_THRESHOLD_DEFAULT = env_float(
     "TIDELINE_MERGE_THRESHOLD_DEFAULT", 0.95, minimum=0, maximum=1
 )
 # How many of a scope's newest live memories a write compares itself against.
-TIDELINE_MERGE_WINDOW = env_int("TIDELINE_MERGE_WINDOW", 2000, minimum=1)
-TIDELINE_TTL_EPISODE_DAYS = env_int("TIDELINE_TTL_EPISODE_DAYS", 90, minimum=1)
-TIDELINE_TTL_PROJECT_FACT_DAYS = env_int("TIDELINE_TTL_PROJECT_FACT_DAYS", 180, minimum=1)
+TIDELINE_MERGE_WINDOW = env_int("TIDELINE_MERGE_WINDOW", 2000, minimum=1, maximum=100_000)
+TIDELINE_TTL_EPISODE_DAYS = env_int("TIDELINE_TTL_EPISODE_DAYS", 90, minimum=1, maximum=DAYS_MAX)
+TIDELINE_TTL_PROJECT_FACT_DAYS = env_int(
+    "TIDELINE_TTL_PROJECT_FACT_DAYS", 180, minimum=1, maximum=DAYS_MAX
+)
 # Fact kinds that never expire by TTL or decay.
 TIDELINE_NEVER_EXPIRE_KINDS = env_list("TIDELINE_NEVER_EXPIRE_KINDS", ["preference", "reflection"])
-# Activation decay: days without activation before expiry, by importance band.
-TIDELINE_DECAY_DAYS_LOW = env_int("TIDELINE_DECAY_DAYS_LOW", 7, minimum=1)  # importance 1–2
-TIDELINE_DECAY_DAYS_MID = env_int("TIDELINE_DECAY_DAYS_MID", 14, minimum=1)  # importance 3
-TIDELINE_DECAY_DAYS_HIGH = env_int("TIDELINE_DECAY_DAYS_HIGH", 30, minimum=1)  # importance 4–5
+# Activation decay: days without activation before expiry, by importance band (LOW: importance
+# 1–2, MID: 3, HIGH: 4–5).
+TIDELINE_DECAY_DAYS_LOW = env_int("TIDELINE_DECAY_DAYS_LOW", 7, minimum=1, maximum=DAYS_MAX)
+TIDELINE_DECAY_DAYS_MID = env_int("TIDELINE_DECAY_DAYS_MID", 14, minimum=1, maximum=DAYS_MAX)
+TIDELINE_DECAY_DAYS_HIGH = env_int("TIDELINE_DECAY_DAYS_HIGH", 30, minimum=1, maximum=DAYS_MAX)
 # Seed 004 (LUFY): strongly felt memories are forgotten more slowly. A narrative's decay limit is
 # multiplied by 1 + FACTOR × emotion_intensity / 10 (default: intensity 10 doubles it; 0 = off).
-TIDELINE_EMOTION_DECAY_FACTOR = env_float("TIDELINE_EMOTION_DECAY_FACTOR", 1.0, minimum=0.0)
+# At most 10: 11 × DAYS_MAX days still subtracts from today without leaving the calendar.
+TIDELINE_EMOTION_DECAY_FACTOR = env_float(
+    "TIDELINE_EMOTION_DECAY_FACTOR", 1.0, minimum=0.0, maximum=10.0
+)
 # …and weigh more when chosen: salience = weight + SALIENCE × emotion_intensity / 10, used to order
 # T2 and as the weight in search's lifecycle prior (the weight itself, and T2's cut, are unchanged).
 TIDELINE_EMOTION_SALIENCE = env_float("TIDELINE_EMOTION_SALIENCE", 0.2, minimum=0.0, maximum=1.0)
@@ -470,25 +516,38 @@ TIDELINE_EMOTION_SALIENCE = env_float("TIDELINE_EMOTION_SALIENCE", 0.2, minimum=
 TIDELINE_WORKSPACE = env_str("TIDELINE_WORKSPACE", socket.gethostname() or "local")
 
 # --- Injection (DESIGN §5): what goes back to agents, and the interfaces that carry it ----------
-# SOUL.md: the agent's own identity text, prepended to T0 when configured (empty = none).
-TIDELINE_SOUL_FILE = env_str("TIDELINE_SOUL_FILE", "")
+# SOUL.md: the agent's own identity text, prepended to T0 when configured (empty = none). It must
+# be a readable regular file of at most 1 MB (far more than any session budget shows).
+TIDELINE_SOUL_FILE = env_file("TIDELINE_SOUL_FILE", max_bytes=1_000_000)
 TIDELINE_T0_THREADS = env_int("TIDELINE_T0_THREADS", 5, minimum=0, maximum=1000)
 TIDELINE_T2_MIN_WEIGHT = env_float("TIDELINE_T2_MIN_WEIGHT", 0.6, minimum=0, maximum=1)
-TIDELINE_T2_DAYS = env_int("TIDELINE_T2_DAYS", 7, minimum=1, maximum=36_500)
+TIDELINE_T2_DAYS = env_int("TIDELINE_T2_DAYS", 7, minimum=1, maximum=DAYS_MAX)
 TIDELINE_T2_POOL = env_int("TIDELINE_T2_POOL", 10, minimum=1, maximum=1000)
-TIDELINE_T2_TOP = env_int("TIDELINE_T2_TOP", 3, minimum=0)
+TIDELINE_T2_TOP = env_int("TIDELINE_T2_TOP", 3, minimum=0, maximum=1000)
 # T2b looks back FIRST hours, widening by FIRST hours at a time up to MAX (24 → 48 → 72).
-TIDELINE_T2B_FIRST_HOURS = env_int("TIDELINE_T2B_FIRST_HOURS", 24, minimum=1, maximum=876_000)
-TIDELINE_T2B_MAX_HOURS = env_int("TIDELINE_T2B_MAX_HOURS", 72, minimum=1)
-TIDELINE_T2B_CHUNKS = env_int("TIDELINE_T2B_CHUNKS", 5, minimum=0)
-TIDELINE_T2B_CHUNK_CHARS = env_int("TIDELINE_T2B_CHUNK_CHARS", 400, minimum=20)
+TIDELINE_T2B_FIRST_HOURS = env_int("TIDELINE_T2B_FIRST_HOURS", 24, minimum=1, maximum=HOURS_MAX)
+TIDELINE_T2B_MAX_HOURS = env_int("TIDELINE_T2B_MAX_HOURS", 72, minimum=1, maximum=HOURS_MAX)
+# Windows grow linearly (FIRST, 2 × FIRST, … up to MAX), and while the scope has no conversation
+# each one is a query at session start (about 1 ms apiece on SQLite): 100 windows at most, e.g.
+# an hour at a time for four days. Before, 1e9 hours made a 41-million-entry list.
+T2B_WINDOWS_MAX = 100
+if TIDELINE_T2B_MAX_HOURS // TIDELINE_T2B_FIRST_HOURS > T2B_WINDOWS_MAX:
+    raise ImproperlyConfigured(
+        f"TIDELINE_T2B_MAX_HOURS={TIDELINE_T2B_MAX_HOURS} is more than {T2B_WINDOWS_MAX} steps of "
+        f"TIDELINE_T2B_FIRST_HOURS={TIDELINE_T2B_FIRST_HOURS} (each step is a query at session "
+        "start); raise FIRST_HOURS or lower MAX_HOURS"
+    )
+TIDELINE_T2B_CHUNKS = env_int("TIDELINE_T2B_CHUNKS", 5, minimum=0, maximum=1000)
+TIDELINE_T2B_CHUNK_CHARS = env_int("TIDELINE_T2B_CHUNK_CHARS", 400, minimum=20, maximum=100_000)
 # How many of the window's newest turns are looked at to find the heaviest narrative's session.
-TIDELINE_T2B_SCAN_TURNS = env_int("TIDELINE_T2B_SCAN_TURNS", 5000, minimum=1)
-TIDELINE_T3_MIN_MEMBERS = env_int("TIDELINE_T3_MIN_MEMBERS", 5, minimum=1)
-TIDELINE_T3_CLUSTERS = env_int("TIDELINE_T3_CLUSTERS", 25, minimum=0)
-TIDELINE_T3_PROFILE_LINE_CHARS = env_int("TIDELINE_T3_PROFILE_LINE_CHARS", 100, minimum=20)
+TIDELINE_T2B_SCAN_TURNS = env_int("TIDELINE_T2B_SCAN_TURNS", 5000, minimum=1, maximum=1_000_000)
+TIDELINE_T3_MIN_MEMBERS = env_int("TIDELINE_T3_MIN_MEMBERS", 5, minimum=1, maximum=1_000_000)
+TIDELINE_T3_CLUSTERS = env_int("TIDELINE_T3_CLUSTERS", 25, minimum=0, maximum=1000)
+TIDELINE_T3_PROFILE_LINE_CHARS = env_int(
+    "TIDELINE_T3_PROFILE_LINE_CHARS", 100, minimum=20, maximum=10_000
+)
 # A turn shorter than this ("ok", "hi") asks for no related memories; a CJK character counts two.
-TIDELINE_T1_MIN_QUERY_CHARS = env_int("TIDELINE_T1_MIN_QUERY_CHARS", 5, minimum=1)
+TIDELINE_T1_MIN_QUERY_CHARS = env_int("TIDELINE_T1_MIN_QUERY_CHARS", 5, minimum=1, maximum=10_000)
 # The least cosine T1 and search take a row for without a word in common (the noise floor). Unset,
 # each embedding model's own, measured in memory/search/calibration.py (0.25 for a model it has
 # no row for); set, this floor for every model.
@@ -496,16 +555,22 @@ TIDELINE_T1_MIN_COSINE = env_float_or_none("TIDELINE_T1_MIN_COSINE", minimum=-1,
 # At most what one search returns (memory/search/service.py MAX_LIMIT).
 TIDELINE_T1_TOP = env_int("TIDELINE_T1_TOP", 5, minimum=1, maximum=200)
 # Cross-turn dedup only while at least this many unseen hits remain.
-TIDELINE_T1_MIN_FRESH = env_int("TIDELINE_T1_MIN_FRESH", 2, minimum=1)
+TIDELINE_T1_MIN_FRESH = env_int("TIDELINE_T1_MIN_FRESH", 2, minimum=1, maximum=200)
 # T4 keyword fallback runs when T1 returns fewer than this.
-TIDELINE_T4_TRIGGER_BELOW = env_int("TIDELINE_T4_TRIGGER_BELOW", 2, minimum=0)
-TIDELINE_T4_KEYWORDS = env_int("TIDELINE_T4_KEYWORDS", 5, minimum=1)
-TIDELINE_T4_PER_KEYWORD = env_int("TIDELINE_T4_PER_KEYWORD", 3, minimum=1)
-TIDELINE_T4_TOP = env_int("TIDELINE_T4_TOP", 5, minimum=1)
+TIDELINE_T4_TRIGGER_BELOW = env_int("TIDELINE_T4_TRIGGER_BELOW", 2, minimum=0, maximum=200)
+TIDELINE_T4_KEYWORDS = env_int("TIDELINE_T4_KEYWORDS", 5, minimum=1, maximum=100)
+TIDELINE_T4_PER_KEYWORD = env_int("TIDELINE_T4_PER_KEYWORD", 3, minimum=1, maximum=200)
+TIDELINE_T4_TOP = env_int("TIDELINE_T4_TOP", 5, minimum=1, maximum=200)
 # How much of a turn the per-turn block matches (head and tail); the turn is stored whole.
-TIDELINE_TURN_QUERY_MAX_CHARS = env_int("TIDELINE_TURN_QUERY_MAX_CHARS", 2000, minimum=100)
-TIDELINE_SESSION_BUDGET_TOKENS = env_int("TIDELINE_SESSION_BUDGET_TOKENS", 12000, minimum=50)
-TIDELINE_TURN_BUDGET_TOKENS = env_int("TIDELINE_TURN_BUDGET_TOKENS", 2000, minimum=50)
+TIDELINE_TURN_QUERY_MAX_CHARS = env_int(
+    "TIDELINE_TURN_QUERY_MAX_CHARS", 2000, minimum=100, maximum=1_000_000
+)
+TIDELINE_SESSION_BUDGET_TOKENS = env_int(
+    "TIDELINE_SESSION_BUDGET_TOKENS", 12000, minimum=50, maximum=1_000_000
+)
+TIDELINE_TURN_BUDGET_TOKENS = env_int(
+    "TIDELINE_TURN_BUDGET_TOKENS", 2000, minimum=50, maximum=1_000_000
+)
 # Subagents are not the owner: neither injected nor captured unless these say so.
 TIDELINE_INJECT_SUBAGENTS = env_bool("TIDELINE_INJECT_SUBAGENTS", False)
 TIDELINE_CAPTURE_SUBAGENTS = env_bool("TIDELINE_CAPTURE_SUBAGENTS", False)
@@ -513,18 +578,26 @@ TIDELINE_CAPTURE_SUBAGENTS = env_bool("TIDELINE_CAPTURE_SUBAGENTS", False)
 # Load the embedder, jieba and the search index when the ASGI server starts, so the first hook
 # request is answered as fast as the rest.
 TIDELINE_WARM_ON_START = env_bool("TIDELINE_WARM_ON_START", True)
-TIDELINE_API_MAX_BODY_BYTES = env_int("TIDELINE_API_MAX_BODY_BYTES", 1_000_000, minimum=1024)
+TIDELINE_API_MAX_BODY_BYTES = env_int(
+    "TIDELINE_API_MAX_BODY_BYTES", 1_000_000, minimum=1024, maximum=100_000_000
+)
 # T3 lists at most this many profiles (pinned first), so a large address book cannot crowd it.
 TIDELINE_T3_PROFILES = env_int("TIDELINE_T3_PROFILES", 40, minimum=0, maximum=1000)
 
 # --- DREAM (DESIGN §6): layer-0 scanner, script layer, LLM layers, schedule ---------------------
 # Layer 0: unindexed turns are grouped into chunks where consecutive turns are at most GAP minutes
 # apart; chunks shorter than MIN_TURNS are left for a later scan.
-TIDELINE_DREAM_CHUNK_GAP_MINUTES = env_int("TIDELINE_DREAM_CHUNK_GAP_MINUTES", 10, minimum=1)
-TIDELINE_DREAM_CHUNK_MIN_TURNS = env_int("TIDELINE_DREAM_CHUNK_MIN_TURNS", 3, minimum=1)
+TIDELINE_DREAM_CHUNK_GAP_MINUTES = env_int(
+    "TIDELINE_DREAM_CHUNK_GAP_MINUTES", 10, minimum=1, maximum=7 * 1440
+)
+TIDELINE_DREAM_CHUNK_MIN_TURNS = env_int(
+    "TIDELINE_DREAM_CHUNK_MIN_TURNS", 3, minimum=1, maximum=10_000
+)
 # Topic clusters: terms in fewer than MIN_DF memories are noise, in more than MAX_RATIO of them
 # generic. Jaccard merging makes mega-clusters on small stores, so it is off by default.
-TIDELINE_DREAM_TOPIC_MIN_DF = env_int("TIDELINE_DREAM_TOPIC_MIN_DF", 3, minimum=1)
+TIDELINE_DREAM_TOPIC_MIN_DF = env_int(
+    "TIDELINE_DREAM_TOPIC_MIN_DF", 3, minimum=1, maximum=1_000_000
+)
 TIDELINE_DREAM_TOPIC_MAX_RATIO = env_float(
     "TIDELINE_DREAM_TOPIC_MAX_RATIO", 0.2, minimum=0.01, maximum=1
 )
@@ -533,13 +606,19 @@ TIDELINE_DREAM_TOPIC_JACCARD = env_float(
     "TIDELINE_DREAM_TOPIC_JACCARD", 0.5, minimum=0.01, maximum=1
 )
 # Soft clusters: exact k-means up to this many narratives, mini-batch k-means beyond.
-TIDELINE_DREAM_KMEANS_FULL_MAX = env_int("TIDELINE_DREAM_KMEANS_FULL_MAX", 5000, minimum=10)
+TIDELINE_DREAM_KMEANS_FULL_MAX = env_int(
+    "TIDELINE_DREAM_KMEANS_FULL_MAX", 5000, minimum=10, maximum=1_000_000
+)
 # Threads the script layer's numeric work may use (k-means, BLAS); the box is shared with serving.
 TIDELINE_DREAM_THREADS = env_int("TIDELINE_DREAM_THREADS", 1, minimum=1, maximum=64)
 # LLM layers: how much of the day goes into one prompt.
-TIDELINE_DREAM_CHUNK_MAX_CHARS = env_int("TIDELINE_DREAM_CHUNK_MAX_CHARS", 6000, minimum=500)
-TIDELINE_DREAM_MAX_CHUNKS = env_int("TIDELINE_DREAM_MAX_CHUNKS", 20, minimum=0)
-TIDELINE_DREAM_COMBING_MAX_MEMORIES = env_int("TIDELINE_DREAM_COMBING_MAX_MEMORIES", 40, minimum=1)
+TIDELINE_DREAM_CHUNK_MAX_CHARS = env_int(
+    "TIDELINE_DREAM_CHUNK_MAX_CHARS", 6000, minimum=500, maximum=1_000_000
+)
+TIDELINE_DREAM_MAX_CHUNKS = env_int("TIDELINE_DREAM_MAX_CHUNKS", 20, minimum=0, maximum=10_000)
+TIDELINE_DREAM_COMBING_MAX_MEMORIES = env_int(
+    "TIDELINE_DREAM_COMBING_MAX_MEMORIES", 40, minimum=1, maximum=10_000
+)
 # One DREAM at a time: the lease a run holds, renewed every third of it while the run works (and
 # past each LLM call's timeout); a holder silent for longer, or gone from this host, has died.
 TIDELINE_DREAM_LEASE_SECONDS = env_int(
@@ -573,7 +652,7 @@ def _beat(task: str, cron_variable: str, cron_default: str, expires_variable: st
     return {
         "task": task,
         "schedule": schedule,
-        "options": {"expires": env_int(expires_variable, expires, minimum=1)},
+        "options": {"expires": env_int(expires_variable, expires, minimum=1, maximum=7 * 86_400)},
     }
 
 
