@@ -517,8 +517,10 @@ TIDELINE_WORKSPACE = env_str("TIDELINE_WORKSPACE", socket.gethostname() or "loca
 
 # --- Injection (DESIGN §5): what goes back to agents, and the interfaces that carry it ----------
 # SOUL.md: the agent's own identity text, prepended to T0 when configured (empty = none). It must
-# be a readable regular file of at most 1 MB (far more than any session budget shows).
-TIDELINE_SOUL_FILE = env_file("TIDELINE_SOUL_FILE", max_bytes=1_000_000)
+# be a readable regular file of at most 1 MB (far more than any session budget shows), at start
+# and at each read.
+TIDELINE_SOUL_FILE_MAX_BYTES = 1_000_000
+TIDELINE_SOUL_FILE = env_file("TIDELINE_SOUL_FILE", max_bytes=TIDELINE_SOUL_FILE_MAX_BYTES)
 TIDELINE_T0_THREADS = env_int("TIDELINE_T0_THREADS", 5, minimum=0, maximum=1000)
 TIDELINE_T2_MIN_WEIGHT = env_float("TIDELINE_T2_MIN_WEIGHT", 0.6, minimum=0, maximum=1)
 TIDELINE_T2_DAYS = env_int("TIDELINE_T2_DAYS", 7, minimum=1, maximum=DAYS_MAX)

@@ -6,6 +6,8 @@ data envelope, each line carrying its provenance, cut to a token budget in prior
 memory that is actually injected counts as an activation and is logged as attention.
 """
 
+import os
+import stat
 import unicodedata
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -156,7 +158,16 @@ def _labels(scope_ids: list[int]) -> dict[int, str]:
 
 @cache
 def _soul_text(path: str, mtime: float) -> str:
-    return Path(path).read_text(encoding="utf-8").strip()
+    # Start-up checked the file, but it may be replaced since: by a FIFO, which would block
+    # session start (hence O_NONBLOCK and the check on what was opened), or by a huge file.
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(descriptor, "rb") as soul:
+        if not stat.S_ISREG(os.fstat(soul.fileno()).st_mode):
+            raise OSError(f"{path} is no longer a regular file")
+        raw = soul.read(settings.TIDELINE_SOUL_FILE_MAX_BYTES + 1)
+    if len(raw) > settings.TIDELINE_SOUL_FILE_MAX_BYTES:
+        raise OSError(f"{path} has grown past {settings.TIDELINE_SOUL_FILE_MAX_BYTES} bytes")
+    return raw.decode("utf-8").strip()
 
 
 def soul_read() -> str:

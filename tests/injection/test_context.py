@@ -1,3 +1,5 @@
+import os
+import threading
 from datetime import timedelta
 from itertools import product
 
@@ -9,6 +11,7 @@ from injection.services.context import (
     context_session_start,
     context_turn,
     keywords_extract,
+    soul_read,
     t1_select,
     t2_select,
     t2b_select,
@@ -538,3 +541,24 @@ def test_it_never_injects_a_secret_memory(project):
     turn = context_turn(query="vault password hint please", scope_ids=_ids(project))
 
     assert "vault password" not in block.text and "vault password" not in turn.text
+
+
+def test_it_reads_no_soul_file_that_became_a_fifo_or_grew_past_its_limit(settings, tmp_path):
+    """Start-up checks SOUL.md, but the file may be replaced afterwards: before, a FIFO in its
+    place blocked session start for good, and a huge file was read whole into memory."""
+    soul = tmp_path / "SOUL.md"
+    soul.write_text("I am the billing agent.")
+    settings.TIDELINE_SOUL_FILE = str(soul)
+    assert soul_read() == "I am the billing agent."
+
+    soul.unlink()
+    os.mkfifo(soul)
+    reader = threading.Thread(target=soul_read, daemon=True)
+    reader.start()
+    reader.join(timeout=5)
+    assert not reader.is_alive()
+    assert soul_read() == ""
+
+    soul.unlink()
+    soul.write_text("x" * (settings.TIDELINE_SOUL_FILE_MAX_BYTES + 1))
+    assert soul_read() == ""
