@@ -8,7 +8,9 @@ from contextlib import nullcontext
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.db import DataError, connections, router, transaction
+from django.core.exceptions import FieldDoesNotExist
+from django.db import DataError, NotSupportedError, connections, models, router, transaction
+from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest
 
 from memory.models import Actor
@@ -16,6 +18,11 @@ from memory.services.errors import TidelineError
 
 # The largest id any table here holds (a signed 64-bit key); a larger one names no row.
 ID_MAX = 2**63 - 1
+# The array indexes a JSON path takes on both databases: SQLite's paths have no negative index,
+# and PostgreSQL's `->` takes a 32-bit integer.
+JSON_INDEX_MAX = 2**31 - 1
+# These take a list of keys; from a URL, the key list is the characters of the value.
+JSON_KEY_LIST_LOOKUPS = ("has_keys", "has_any_keys")
 
 
 def id_parse(text: str) -> int | None:
@@ -26,6 +33,38 @@ def id_parse(text: str) -> int | None:
         return None
     value = int(text)
     return value if value <= ID_MAX else None
+
+
+def json_filter_refusal(model: type[models.Model], name: str, values: list[str]) -> str | None:
+    """Why a URL filter into a JSON field cannot run on one of the databases, or None. Django
+    reads a segment after the field that is a number as an array index (`meta__-1`), which
+    SQLite's paths refuse below 0 and PostgreSQL's past 32 bits, and an empty key list is no SQL
+    on SQLite. Each fails only when the query runs, as the error a broken database also raises."""
+    parts = name.split(LOOKUP_SEP)
+    opts = model._meta
+    for at, part in enumerate(parts):
+        try:
+            field = opts.get_field(part)
+        except FieldDoesNotExist:
+            return None
+        if isinstance(field, models.JSONField):
+            path = parts[at + 1 :]
+            break
+        if field.related_model is None:
+            return None
+        opts = field.related_model._meta
+    else:
+        return None
+    for key in path:
+        try:
+            index = int(key)
+        except ValueError:
+            continue
+        if not 0 <= index <= JSON_INDEX_MAX:
+            return f"{name}: {key!r} is no JSON array index"
+    if path and path[-1] in JSON_KEY_LIST_LOOKUPS and not all(values):
+        return f"{name}: no key given"
+    return None
 
 
 class OwnerPanelMixin:
@@ -43,16 +82,21 @@ class OwnerPanelMixin:
 
     def get_changelist_instance(self, request: HttpRequest):
         """Django checks that a filter in the URL names a field, not that its value fits one: an id
-        past the key's range, or a year datetime cannot hold, fails only when the list is counted.
-        That is bad input, so it gets Django's own answer to bad filters, the `?e=1` redirect."""
-        for name, value in request.GET.items():
+        past the key's range, a year datetime cannot hold, or a lookup this database does not have
+        (SQLite has no `contains` on JSON) fails only when the list is counted. That is bad input,
+        so it gets Django's own answer to bad filters, the `?e=1` redirect."""
+        # Every value of a repeated parameter is a filter of its own (Django ORs them).
+        for name, values in request.GET.lists():
             # SQLite runs a regex filter through Python's `re`, and a pattern it cannot compile
             # fails the query as an OperationalError, which is also how a broken database fails.
             if name.endswith(("__regex", "__iregex")):
-                try:
-                    re.compile(value)
-                except re.error as exc:
-                    raise IncorrectLookupParameters(exc) from exc
+                for value in values:
+                    try:
+                        re.compile(value)
+                    except re.error as exc:
+                        raise IncorrectLookupParameters(exc) from exc
+            if refusal := json_filter_refusal(self.model, name, values):
+                raise IncorrectLookupParameters(refusal)
         using = router.db_for_read(self.model)
         # Inside a transaction (tests; ATOMIC_REQUESTS) PostgreSQL refuses every later statement
         # after a failed one, so the count gets a savepoint to roll back to. In autocommit there is
@@ -61,7 +105,7 @@ class OwnerPanelMixin:
         try:
             with transaction.atomic(using=using) if in_transaction else nullcontext():
                 return super().get_changelist_instance(request)
-        except (DataError, OverflowError, ValueError) as exc:
+        except (DataError, NotSupportedError, OverflowError, ValueError) as exc:
             raise IncorrectLookupParameters(exc) from exc
 
     def response_action(self, request: HttpRequest, queryset):

@@ -3,7 +3,7 @@
 import json
 
 from django.db.models import OuterRef, Subquery
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
@@ -13,9 +13,13 @@ from memory.models import (
     AuditAction,
     AuditEvent,
     ExpiredBy,
+    Fact,
     Memory,
     MemoryStatus,
+    Narrative,
     ScopeKind,
+    SelfConcept,
+    Thread,
 )
 from memory.selectors.reads import MEMORY_TARGET_TYPES, audit_events_of_memory
 
@@ -153,6 +157,21 @@ def audit_trail(memory: Memory) -> str:
 
 
 LAYER_KEYS = ("status", "reason", "tokens", "written", "rejected")
+# What the ids under each key of a layer's `written` are (the kinds dream/llm_layers.py passes to
+# `LayerOutcome.wrote`). Ids are per table: thread #1 and memory #1 are unrelated rows, so each id
+# links to the page of its own table; an id of a kind not named here is listed with no page.
+WRITTEN_MODELS = {
+    "narratives": Narrative,
+    "rescored": Narrative,
+    "tensions": Narrative,
+    "dreams": Narrative,
+    "facts": Fact,
+    "self_concept": SelfConcept,
+    # The write gate keeps what it refuses, as rejected, whatever kind the layer wrote.
+    "gate_rejected": Memory,
+    "threads": Thread,
+    "threads_aged": Thread,
+}
 FAILED_STATUSES = ("failed", "partial")
 
 
@@ -164,9 +183,22 @@ def _detail_text(value) -> str:
     return str(value)
 
 
+def written_url(*, kind: str, pk: int) -> str:
+    """The owner-panel page of one id a DREAM layer wrote, or "" where it has none."""
+    model = WRITTEN_MODELS.get(kind)
+    if model is None:
+        return ""
+    try:
+        return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_change", args=[pk])
+    except NoReverseMatch:
+        # The model has no page on this panel (not registered): the id is listed with no page.
+        return ""
+
+
 def dream_layer_rows(stats) -> list[dict]:
     """A DREAM run's per-layer stats as table rows: outcome, what it read or did, what it wrote
-    (linked), tokens, and what went wrong — in the order the layers ran."""
+    (each id with the URL of its page, "" where it has none), tokens, and what went wrong — in
+    the order the layers ran."""
     layers = stats.get("layers") if isinstance(stats, dict) else None
     if not isinstance(layers, dict):
         return []
@@ -192,9 +224,7 @@ def dream_layer_rows(stats) -> list[dict]:
                     {
                         "kind": kind,
                         "links": [
-                            (reverse("admin:memory_memory_change", args=[pk]), pk)
-                            for pk in ids
-                            if isinstance(pk, int)
+                            (written_url(kind=kind, pk=pk), pk) for pk in ids if isinstance(pk, int)
                         ],
                     }
                     for kind, ids in written.items()

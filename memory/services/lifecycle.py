@@ -7,11 +7,13 @@ why. Each call is one transaction with one audit row.
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from memory.models import (
     Actor,
     AuditAction,
+    AuditEvent,
     ExpiredBy,
     Memory,
     MemoryStatus,
@@ -19,6 +21,7 @@ from memory.models import (
     Narrative,
 )
 from memory.services.audit import audit_record
+from memory.services.consolidation import LIVE_STATUSES
 from memory.services.errors import Conflict, InvalidInput, NotFound
 from memory.services.maintenance import dependencies_broken
 from memory.services.narratives import narrative_reband
@@ -86,7 +89,8 @@ def memory_restore(
 ) -> Memory:
     """Bring an expired, rejected or candidate memory back to active. A superseded memory is not
     restored this way: write the old value again so the supersede chain stays truthful. A row
-    whose key has another current value stays as it is (Conflict): one current value per key.
+    whose key has another current value, or a narrative with another current version, stays as
+    it is (Conflict): one current value per key, one current version per narrative.
     The restore sticks: a passed TTL and dependencies that no longer hold are dropped (the audit
     row says which), and the decay clock restarts."""
     return atomic_retrying(
@@ -104,18 +108,29 @@ def _restore(*, memory_id: int, actor: str, reason: str, request_id: str) -> Mem
         raise InvalidInput(
             f"memory {memory_id} is {memory.status}; only {', '.join(RESTORABLE)} can be restored"
         )
-    current = (
-        Memory.objects.filter(stable_key=memory.stable_key, status=MemoryStatus.ACTIVE)
-        .exclude(pk=memory.pk)
-        .values_list("pk", flat=True)
-        .first()
-        if memory.stable_key
-        else None
-    )
-    if current is not None:
-        raise Conflict(
-            f"memory #{memory_id} cannot be restored: #{current} is the current value of its key"
+    if memory.stable_key:
+        current = (
+            Memory.objects.filter(stable_key=memory.stable_key, status=MemoryStatus.ACTIVE)
+            .exclude(pk=memory.pk)
+            .values_list("pk", flat=True)
+            .first()
         )
+        if current is not None:
+            raise Conflict(
+                f"memory #{memory_id} cannot be restored: #{current} is the current value of "
+                "its key"
+            )
+    elif memory.memory_type == MemoryType.NARRATIVE:
+        # Why a refused edit is not applied by a restore: it was written against a version that
+        # may have changed since, and superseding that silently would undo the newer telling. A
+        # fact's refused value is refused the same way while its key has a current value; the
+        # owner applies the text by editing the version the message names.
+        current = _narrative_current(memory)
+        if current is not None:
+            raise Conflict(
+                f"memory #{memory_id} cannot be restored: #{current} is the current version of "
+                "its narrative; edit that version instead"
+            )
     now = timezone.now()
     before = {
         "status": memory.status,
@@ -162,6 +177,47 @@ def _restore(*, memory_id: int, actor: str, reason: str, request_id: str) -> Mem
         request_id=request_id,
     )
     return memory
+
+
+def _narrative_versions(narrative_id: int) -> set[int]:
+    """Every version of the narrative a row tells: the rows its edits superseded, those that
+    superseded it, and edits of any of them that the write gate refused. A refused edit
+    supersedes nothing; the audit row of its refusal names the version it edits."""
+    versions: set[int] = set()
+    frontier = {narrative_id}
+    while frontier:
+        versions |= frontier
+        linked: set[int | None] = set()
+        for row in Memory.objects.filter(
+            Q(pk__in=frontier) | Q(supersedes__in=frontier)
+        ).values_list("pk", "supersedes_id"):
+            linked.update(row)
+        for target_id, after in AuditEvent.objects.filter(
+            Q(target_id__in=frontier) | Q(after__edit_of__in=frontier),
+            action=AuditAction.REJECT,
+            target_type=Narrative._meta.model_name,
+        ).values_list("target_id", "after"):
+            linked.update((target_id, after.get("edit_of") if isinstance(after, dict) else None))
+        frontier = {pk for pk in linked if pk is not None} - versions
+    return versions
+
+
+def _narrative_current(narrative: Memory) -> int | None:
+    """The newest other current (active or candidate) version of this narrative, or None."""
+    versions = _narrative_versions(narrative.pk)
+    # Every version descends from the first, so two restores of one narrative's versions take
+    # turns on its row and the second sees what the first restored (PostgreSQL; SQLite's
+    # writers take turns anyway).
+    _locked(min(versions))
+    return (
+        # An edit committed meanwhile is a successor of a version read here.
+        Memory.objects.filter(Q(pk__in=versions) | Q(supersedes__in=versions))
+        .filter(status__in=LIVE_STATUSES)
+        .exclude(pk=narrative.pk)
+        .order_by("-pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
 
 
 def _iso(moment: datetime | None) -> str | None:

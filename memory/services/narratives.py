@@ -455,13 +455,16 @@ def narrative_commit(
     )
     linked = evidence_link(memory=narrative, turn_ids=data.source_turn_ids)
     if not live:
+        # A refused edit supersedes nothing, so only its audit row says which version it edits:
+        # restoring it must not make a second current version of that narrative.
+        edit = {} if data.supersedes_id is None else {"edit_of": data.supersedes_id}
         rejection_audit(
             memory=narrative,
             verdict=prepared.verdict,
             actor=actor,
             reason=reason,
             request_id=request_id,
-            extra={"source_turn_ids": linked},
+            extra={"source_turn_ids": linked, **edit},
         )
         return narrative
     touched = [narrative]

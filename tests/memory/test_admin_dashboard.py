@@ -2,15 +2,21 @@
 no link that answers 404."""
 
 import re
+from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
 from django.contrib.staticfiles import finders
 from django.urls import reverse
+from django.utils import timezone
 
+from dream import llm_layers
+from dream.models import DreamRun
 from memory.admin.dashboard import dashboard_context
-from memory.admin.display import actor_text
+from memory.admin.display import WRITTEN_MODELS, actor_text, dream_layer_rows
 from memory.models import Actor, AuditEvent, ProfileKind
+from memory.services.narratives import NarrativeInput, narrative_write
+from memory.services.threads import thread_write
 from tests.browser.owner_data import AGENT_DELETED, PREFERENCE, THREAD, owner_panel_seed
 
 pytestmark = pytest.mark.django_db
@@ -110,3 +116,70 @@ def test_it_says_who_expired_a_memory(owner_client, seeded):
 )
 def test_it_names_every_actor_as_the_owner_would(actor, target, expected):
     assert actor_text(actor=actor, target_type=target) == expected
+
+
+def test_it_links_each_id_a_dream_run_wrote_to_the_page_of_its_own_table(
+    owner_client, project_scope, other_project_scope
+):
+    """Ids are counted per table: a layer's thread #n is not memory #n, which may be any memory
+    of any project. Each id links to the page of what it is."""
+    other = narrative_write(
+        data=NarrativeInput(scope_id=other_project_scope.pk, gesture="Beta payroll export note")
+    )
+    tension = narrative_write(
+        data=NarrativeInput(scope_id=project_scope.pk, gesture="We moved the alpha index to PG")
+    )
+    thread = thread_write(
+        scope_id=project_scope.pk,
+        content="Check the alpha index migration's error log",
+        source_memory_id=tension.pk,
+    )
+    aged = thread_write(scope_id=project_scope.pk, content="Compare the two index engines' locks")
+    written = {
+        "threads": [thread.pk],
+        "threads_aged": [aged.pk],
+        "tensions": [tension.pk],
+        "gate_rejected": [other.pk],
+        "omens": [other.pk],
+    }
+    run = DreamRun.objects.create(
+        layer="combing",
+        day=timezone.localdate(),
+        status="ok",
+        stats={"layers": {"combing": {"status": "ok", "written": written}}, "order": ["combing"]},
+    )
+
+    html = owner_client.get(reverse("admin:dream_dreamrun_change", args=[run.pk])).content.decode()
+    layers = html[
+        html.index('id="tl-layers"') : html.index("</table>", html.index('id="tl-layers"'))
+    ]
+    assert set(re.findall(r'href="(/admin/[^"]+)"', layers)) == {
+        reverse("admin:memory_thread_change", args=[thread.pk]),
+        reverse("admin:memory_thread_change", args=[aged.pk]),
+        reverse("admin:memory_narrative_change", args=[tension.pk]),
+        # A refused write may be of any kind: the page of every memory leads to its typed record.
+        reverse("admin:memory_memory_change", args=[other.pk]),
+    }
+    # An id of a kind the panel does not know is shown, not linked back to this page.
+    assert 'href=""' not in layers
+    assert f"omens ×1: #{other.pk}</div>" in layers
+
+
+def test_it_shows_an_id_of_a_kind_it_does_not_know_unlinked_and_still_counts_it():
+    stats = {"layers": {"drift": {"status": "ok", "written": {"threads": [7], "omens": [7, 8]}}}}
+
+    (row,) = dream_layer_rows(stats)
+
+    # `manage.py dream` reports how many of each kind a run wrote from these same rows.
+    assert {group["kind"]: group["links"] for group in row["written"]} == {
+        "threads": [(reverse("admin:memory_thread_change", args=[7]), 7)],
+        "omens": [("", 7), ("", 8)],
+    }
+
+
+def test_it_knows_the_table_of_every_kind_a_dream_layer_writes():
+    source = Path(llm_layers.__file__).read_text(encoding="utf-8")
+    kinds = set(re.findall(r'(?:wrote\(|_kept_as\(\w+, )"(\w+)"', source))
+
+    assert "threads_aged" in kinds and "dreams" in kinds
+    assert kinds | {"gate_rejected"} == set(WRITTEN_MODELS)
