@@ -7,11 +7,16 @@
   stop words + stemming are worth ~10 points of recall@5 over a plain split.
 - Chinese: jieba in search mode, which emits the sub-words of long words too, so a 2-character query
   such as 边界 matches a document jieba segmented as 边界条件 (FTS5 trigram cannot match 2 characters).
+  Stop words are dropped with the words inside them (有时候 is no term, nor its 有时 and 时候).
 - Japanese and Korean (and any CJK run in a text that contains kana): overlapping character bigrams,
   which need no dictionary and match any word of two or more characters. In Japanese, each run of
   kanji is also read as Chinese is (its words of one or three and more characters; the two-character
   ones are bigrams already), so a query typed in kanji alone ("新幹線", "誕生日"), which has no kana
-  and is read as Chinese, meets the text that wrote it among kana.
+  and is read as Chinese, meets the text that wrote it among kana. A text that also writes Han
+  characters Japanese does not (们, 这, 说) is Chinese quoting Japanese: only its runs holding kana
+  are read as Japanese, the rest keep their Chinese words.
+- Emoji: each pictograph is a term (🔥, 👍🏽 as 👍, 👩‍💻 as 👩 and 💻); symbols plain text writes as
+  punctuation (©, ▶, ➡, ❗) are not.
 - Chinese characters used only in traditional writing are read as their simplified form (會議 as
   会议, 臺灣 as 台湾, OpenCC's character table), so a text and a query written in the two scripts
   meet, and jieba, whose dictionary is simplified, segments traditional text into words. A character
@@ -390,6 +395,25 @@ CHINESE_STOPWORDS = frozenset(
         "让",
         "被",
         "把",
+        # Generic words of the HIT and Baidu lists that jieba's search mode also finds inside
+        # longer words (有时候: 有时, 时候), and those longer words.
+        "时候",
+        "有时",
+        "有时候",
+        "这时",
+        "那时",
+        "一般",
+        "就是说",
+        "也就是说",
+        "一方面",
+        "另一方面",
+        "怎么样",
+        "什么样",
+        "总的来说",
+        "总而言之",
+        "之所以",
+        "换句话说",
+        "是不是",
     ]
 )
 # Japanese is indexed as character bigrams: the bigrams of particles, copulas and auxiliaries that
@@ -741,7 +765,28 @@ _KANA = re.compile(r"[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
 # Kanji (with 々, the mark that repeats one: 人々, 時々) inside a Japanese run.
 _KANJI_RUN = re.compile(r"[\u3005\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _HANGUL = re.compile(r"[\uac00-\ud7af]")
+# Emoji, each a term of its own: Unicode's Extended_Pictographic characters (emoji-data.txt, which
+# reserves whole blocks for emoji not yet assigned) and flags (a pair of regional indicators).
+# Left out, as punctuation is: what plain text writes as a mark, an arrow, a bullet or an operator
+# (©, ®, 🄯, ↔, ↩, ➡, ⬅, 🔼, ▪, ▶, ◼, ⬛, 🔹, ❓, ❗, ➕, 〰, 〽), and what NFKC has already spelled as
+# letters (™, ℹ, ‼, and the squared and circled ideographs: 🈚 is 無, ㊙ 秘). A sequence is read as
+# its pictographs: the zero-width joiner is a format character, and skin tones and variation
+# selectors are no pictographs, so 👍🏽 and ❤️ meet 👍 and ❤, and 👩‍💻 (woman technologist) meets 👩
+# and 💻, the parts a device that cannot draw the sequence shows.
+_EMOJI = (
+    "[\u231a-\u231b\u2328\u2388\u23cf\u23e9-\u23f3\u23f8-\u23fa\u2600-\u2605\u2607-\u2612"
+    "\u2614-\u2685\u2690-\u2705\u2708-\u2712\u2714\u2716\u271d\u2721\u2728\u2733-\u2734"
+    "\u2744\u2747\u274c\u274e\u2763-\u2767\u27b0\u27bf\u2b50\u2b55\U0001f000-\U0001f0ff"
+    "\U0001f10d-\U0001f10f\U0001f16d-\U0001f171\U0001f17e-\U0001f17f\U0001f18e"
+    "\U0001f191-\U0001f19a\U0001f1ad-\U0001f1e5\U0001f203-\U0001f20f\U0001f23c-\U0001f23f"
+    "\U0001f249-\U0001f24f\U0001f252-\U0001f3fa\U0001f400-\U0001f535\U0001f546-\U0001f64f"
+    "\U0001f680-\U0001f6ff\U0001f774-\U0001f77f\U0001f7d5-\U0001f7ff\U0001f80c-\U0001f80f"
+    "\U0001f848-\U0001f84f\U0001f85a-\U0001f85f\U0001f888-\U0001f88f\U0001f8ae-\U0001f8ff"
+    "\U0001f90c-\U0001f93a\U0001f93c-\U0001f945\U0001f947-\U0001faff\U0001fc00-\U0001fffd]"
+    "|[\U0001f1e6-\U0001f1ff]{2}"
+)
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
+_WORD_OR_EMOJI = re.compile(rf"{_WORD.pattern}|{_EMOJI}")
 # Unicode's format characters (category Cf: zero-width spaces and joiners, soft hyphen, bidi marks,
 # BOM, tag characters). Invisible in text and not word characters, so "Whis\u200bkers" split into
 # two words that matched nothing; a query and a document typed or pasted with them now read as
@@ -892,13 +937,27 @@ def text_compared(text: str) -> str:
 
 
 def _chinese_words(run: str) -> list[str]:
-    # jieba does not know 々 and cuts it off as a word of its own, which says nothing.
-    words = [
-        word
-        for word in _jieba().cut_for_search(run)
-        if word.strip("々 ") and word not in CHINESE_STOPWORDS
-    ]
+    """jieba's search mode: each word, preceded by the known words inside it when it is longer
+    than two characters (边界条件: 边界, 条件), so a query of the shorter word meets it. Neither a
+    stop word nor anything inside one is a term: the words inside a generic word are generic too,
+    and counted it again (有时候 was 有时, 时候 and 有时候, three matches for one "sometimes")."""
+    words = []
+    for word in _jieba().cut(run):
+        # jieba does not know 々 and cuts it off as a word of its own, which says nothing.
+        if word in CHINESE_STOPWORDS or not word.strip("々 "):
+            continue
+        words += [inner for inner in _inner_words(word) if inner not in CHINESE_STOPWORDS]
+        words.append(word)
     return words + [piece for word in words for piece in _unknown_word_pieces(word)]
+
+
+def _inner_words(word: str) -> list[str]:
+    """The known words of two characters, then of three, inside `word` (as jieba's search mode
+    finds them)."""
+    known = _jieba().dt.FREQ
+    pairs = [word[i : i + 2] for i in range(len(word) - 1)] if len(word) > 2 else []
+    triples = [word[i : i + 3] for i in range(len(word) - 2)] if len(word) > 3 else []
+    return [inner for inner in pairs + triples if known.get(inner)]
 
 
 def _unknown_word_pieces(word: str) -> list[str]:
@@ -913,6 +972,20 @@ def _unknown_word_pieces(word: str) -> list[str]:
         for pair in _bigrams(word)
         if pair[0] not in CHINESE_STOPWORDS and pair[1] not in CHINESE_STOPWORDS
     ]
+
+
+def _writes_chinese_only_characters(text: str) -> bool:
+    """Whether `text` writes a Han character Japanese does not: one outside JIS X 0213, the
+    character set of Japanese writing (every jōyō, jinmeiyō and place-name kanji). Chinese writes
+    such characters on nearly every line (们, 这, 说, 时, 对, 还, 欢, 语), so a Chinese text that
+    quotes a Japanese word (「ありがとう」, アニメ) is still read as Chinese, all but the runs that
+    hold kana; a Japanese text, whose kanji are all in the set, is read as before."""
+    for kanji in _KANJI_RUN.findall(text):
+        try:
+            kanji.encode("euc_jis_2004")
+        except UnicodeEncodeError:
+            return True
+    return False
 
 
 def _cjk(run: str, japanese: bool) -> list[str]:
@@ -946,7 +1019,10 @@ _STOPWORDS = frozenset(_folded(word) for word in ENGLISH_STOPWORDS | SPANISH_STO
 
 
 def _latin(chunk: str, out: list[str]) -> None:
-    for word in _WORD.findall(chunk):
+    # An emoji passes through as it is (no stop word, accent or stem). ASCII, most text, holds none,
+    # and the word pattern alone reads it twice as fast.
+    words = _WORD.findall(chunk) if chunk.isascii() else _WORD_OR_EMOJI.findall(chunk)
+    for word in words:
         word = _folded(word)
         if word.endswith("'s"):
             word = word[:-2]
@@ -1006,12 +1082,13 @@ def text_terms(text: str) -> list[str]:
         return []
     text = FORMAT_CHARACTERS.sub("", text[:INDEXED_TEXT_MAX_CHARS])
     text = _dates_spelled(unicodedata.normalize("NFKC", text).lower().replace("\u2019", "'"))
-    japanese = bool(_KANA.search(text))
+    japanese = bool(_KANA.search(text)) and not _writes_chinese_only_characters(text)
     out: list[str] = []
     position = 0
     for match in _CJK_RUN.finditer(text):
         _latin(text[position : match.start()], out)
-        out.extend(_cjk(han_folded(match.group()), japanese))
+        run = match.group()
+        out.extend(_cjk(han_folded(run), japanese or bool(_KANA.search(run))))
         position = match.end()
     _latin(text[position:], out)
     return out

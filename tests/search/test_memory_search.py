@@ -316,3 +316,29 @@ def test_it_word_indexes_only_the_head_of_a_huge_text():
     huge = head[:INDEXED_TEXT_MAX_CHARS] + "尾巴里的独特词汇" * 5000
 
     assert text_terms(huge) == text_terms(head[:INDEXED_TEXT_MAX_CHARS])
+
+
+def test_it_finds_a_memory_by_an_emoji(project_scope, write_narrative):
+    """Before, emoji were no terms: a search for "🔥" matched no word of any memory."""
+    target = write_narrative(project_scope, "The deploy is 🔥 today, all hands on the release")
+    write_narrative(project_scope, "The deploy is calm today, nothing to watch")
+
+    hits = memory_search(query="🔥", scope_ids=[project_scope.pk], semantic=False)
+
+    assert ids(hits) == [target.pk]
+    assert hits[0].why["matched_terms"] == ["🔥"]
+
+
+def test_it_ranks_a_chinese_memory_above_chatter_sharing_only_a_generic_word(
+    project_scope, write_narrative
+):
+    """Before, 有时候 was three terms (有时, 时候, 有时候): chatter that said it outranked the
+    memory that shared the dialogue's topic word (跑步)."""
+    target = write_narrative(project_scope, "用户去年冬天跑步时右膝受伤，医生建议跑前先热身")
+    write_narrative(project_scope, "用户觉得最近生活很忙，就是有时候觉得有点累，不过还是很满意")
+
+    hits = memory_search(
+        query="我有时候跑步膝盖会疼，怎么办？", scope_ids=[project_scope.pk], semantic=False
+    )
+
+    assert ids(hits) == [target.pk]

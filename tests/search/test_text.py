@@ -48,3 +48,49 @@ def test_it_meets_a_chinese_name_however_jieba_cuts_it():
         "方案",
     ]
     assert "我和" not in text_terms("我和晓华去吃饭")
+
+
+def test_it_makes_each_emoji_a_term_and_leaves_text_symbols_out():
+    """Before, emoji were no terms: "🔥" found nothing, and a text of emoji only had no terms."""
+    assert "🔥" in text_terms("the deploy is 🔥 today")
+    assert text_terms("🔥") == ["🔥"]
+    assert text_terms("🎉🎉") == ["🎉", "🎉"]
+    assert text_terms("今天很开心😀") == ["今天", "开心", "😀"]
+    # A skin tone or variation selector changes nothing; a sequence is its pictographs; a flag is one.
+    assert text_terms("👍🏽 ❤️ 👩‍💻 🇯🇵") == ["👍", "❤", "👩", "💻", "🇯🇵"]
+    # Marks, arrows, bullets and emphasised punctuation are no terms.
+    assert text_terms("© 2024 ® ↔ ▶ ➡ ◼ 🔹 ❗ ❓ ➕ 〰") == ["2024"]
+
+
+def test_it_keeps_the_chinese_words_of_a_chinese_text_quoting_japanese():
+    """Before, one kana anywhere read the whole text as Japanese: a Chinese sentence quoting
+    「よろしく」 became character pairs (我们, 们讨, 论了 …) instead of its words."""
+    chinese = "我们讨论了数据库迁移方案"
+    assert text_terms(f"{chinese}，她说「よろしく」") == [
+        *text_terms(chinese),
+        "よろ",
+        "ろし",
+        "しく",
+    ]
+    # Japanese text, its kanji-only runs included, reads as it always did.
+    assert text_terms("東京、大阪、名古屋に行った") == [
+        "东京",
+        "大阪",
+        "名古",
+        "古屋",
+        "屋に",
+        "に行",
+        "行っ",
+        "名古屋",
+        "行",
+    ]
+
+
+def test_it_drops_a_generic_chinese_word_with_the_words_inside_it():
+    """Before, jieba's search mode made 有时候 three terms (有时, 时候, 有时候), so a memory of
+    small talk matched a dialogue three times over one "sometimes"."""
+    assert text_terms("有时候我觉得有点累") == ["觉得", "有点累"]
+    assert text_terms("另一方面，也就是说") == []
+    # A content word keeps the words inside it: 边界 still meets 边界条件, and 小时候 holds 小时.
+    assert text_terms("处理边界条件") == ["处理", "边界", "条件", "边界条件"]
+    assert text_terms("我小时候在成都") == ["小时", "小时候", "成都"]
