@@ -5,6 +5,9 @@ immutable, so that neither a bug in Tideline nor a stray SQL statement can lose 
 "delete" is an audited expiry; a true erasure is a redaction in place.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from django.core.exceptions import ImproperlyConfigured
 
 PROTECTED_TABLES = (
@@ -80,3 +83,30 @@ def guard_remove_sql(
     raise ImproperlyConfigured(
         f"Tideline supports SQLite and PostgreSQL; no delete guard for database vendor {vendor!r}"
     )
+
+
+@contextmanager
+def triggers_kept(schema_editor, *, table: str) -> Iterator[None]:
+    """Keep `table`'s triggers through a schema change that SQLite makes by rebuilding it.
+
+    Most changes to a table on SQLite (a CHECK constraint, an altered column) copy it into a new
+    table, drop the old one and rename the copy; the drop takes the table's triggers with it, this
+    guard's and the search index's alike, and nothing would refuse a raw DELETE afterwards. Each is
+    re-created from its own stored definition, in the order they were created. All of them, not
+    only those found missing: `sqlmigrate` runs nothing, and the SQL it prints must keep them too.
+    PostgreSQL alters a table in place."""
+    if schema_editor.connection.vendor != "sqlite":
+        yield
+        return
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = %s "
+            "ORDER BY rowid",
+            [table],
+        )
+        triggers = cursor.fetchall()
+    yield
+    for name, sql in triggers:
+        schema_editor.execute(f"DROP TRIGGER IF EXISTS {name}")
+        # Without parameters, so the stored text runs verbatim (a "%" in it is no placeholder).
+        schema_editor.execute(sql, None)

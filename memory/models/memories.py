@@ -135,6 +135,14 @@ class Memory(models.Model):
                 condition=models.Q(status__in=["active", "candidate"]),
                 name="memory_one_live_successor",
             ),
+            # A memory is never valid for a negative time: whatever ends it ends it no earlier
+            # than it began. The services keep this; the database refuses a stray write that
+            # would not (a read of the past would find neither the row nor its successor).
+            models.CheckConstraint(
+                condition=models.Q(valid_to__isnull=True)
+                | models.Q(valid_to__gte=models.F("valid_from")),
+                name="memory_valid_interval",
+            ),
         ]
         ordering = ["-recorded_at"]
 

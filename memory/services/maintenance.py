@@ -353,8 +353,13 @@ def intervals_repair(*, actor: str = Actor.SYSTEM, request_id: str = "") -> int:
         )
         for memory in inverted:
             before = {"valid_to": memory.valid_to.isoformat()}
+            # Copied in the database, not read and written back: SQLite compares the stored text,
+            # and a valid_from stored in another form than the ORM writes (a raw write's "+00:00")
+            # would still sort after its own value re-written, and the row stay inverted.
+            Memory.objects.filter(pk=memory.pk).update(
+                valid_to=F("valid_from"), updated_at=timezone.now()
+            )
             memory.valid_to = memory.valid_from
-            memory.save(update_fields=["valid_to", "updated_at"])
             audit_record(
                 actor=actor,
                 action=AuditAction.UPDATE,

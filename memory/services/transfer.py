@@ -44,7 +44,6 @@ from memory.services.consolidation import dependency_memory_id
 from memory.services.embedding import VECTOR_ITEM_BYTES, embedder_get, turn_words_embed
 from memory.services.errors import Conflict, InvalidInput
 from memory.services.facts import CLOCK_SKEW
-from memory.services.maintenance import intervals_repair
 
 FORMAT = "tideline-export"
 VERSION = 1
@@ -593,6 +592,7 @@ def store_import(
         # store gave it. The ids are kept in the import's own audit row instead.
         keys_moved = ids.get("memory.apikey", set())
         unlinked: dict[str, list[int]] = {}
+        inverted: dict[int, datetime] = {}
         lines = _lines(path)
         next(lines)
         for number, line in lines:
@@ -612,6 +612,12 @@ def store_import(
                 raise InvalidInput(f"{path}:{number} is not a valid {label} row: {invalid}")
             if label == "memory.memory":
                 instance.stable_key = None
+                if instance.valid_to is not None and instance.valid_to < instance.valid_from:
+                    # An export of an older release may hold a row a backdated write left ending
+                    # before it began, which the database refuses: it lands ending where it
+                    # begins, audited once it is in.
+                    inverted[instance.pk] = instance.valid_to
+                    instance.valid_to = instance.valid_from
             if label == "memory.scope":
                 old = instance.pk
                 if old in mapping:
@@ -640,8 +646,16 @@ def store_import(
             progress("importing", total, total)
         _dangling_refuse(path=path, stored=stored)
         _stable_keys_derive(path=path, stored=stored)
-        # An export of an older release may hold rows that end before they begin.
-        intervals_repair(actor=actor)
+        for memory in Memory._base_manager.filter(pk__in=list(inverted)):
+            audit_record(
+                actor=actor,
+                action=AuditAction.UPDATE,
+                target=memory,
+                reason="ended before it began (a backdated write of an older release): "
+                "now ends where it begins",
+                before={"valid_to": inverted[memory.pk].isoformat()},
+                after={"valid_to": memory.valid_to.isoformat()},
+            )
         statements = connection.ops.sequence_reset_sql(
             no_style(), [_model(label) for label in EXPORTED_MODELS]
         )

@@ -1,7 +1,6 @@
 """Event time on a fact's key: a value dated before the current one is history, not a change,
 and no row ever ends before it began (valid_to >= valid_from), whatever ends it."""
 
-import importlib
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -243,17 +242,3 @@ def test_it_refuses_a_fact_dated_ahead_and_one_that_expires_before_it_begins(glo
     assert lives_in(global_scope, "Porto", valid_from=timezone.now() + timedelta(minutes=1)).value
     alice.refresh_from_db()
     assert alice.status == "superseded"
-
-
-def test_it_repairs_the_rows_an_older_release_ended_before_they_began_when_migrating(global_scope):
-    lisbon = lives_in(global_scope, "Lisbon", valid_from=IN_LISBON)
-    Fact.objects.filter(pk=lisbon.pk).update(valid_to=IN_BERLIN, status=MemoryStatus.SUPERSEDED)
-    module = importlib.import_module("memory.migrations.0023_memory_intervals_repair")
-
-    module.repair(apps=None, schema_editor=None)
-    module.repair(apps=None, schema_editor=None)
-
-    lisbon.refresh_from_db()
-    assert lisbon.valid_to == IN_LISBON
-    [repair] = AuditEvent.objects.filter(target_id=lisbon.pk, action="update")
-    assert (repair.actor, repair.after) == ("system", {"valid_to": IN_LISBON.isoformat()})
