@@ -352,7 +352,7 @@ def intervals_repair(*, actor: str = Actor.SYSTEM, request_id: str = "") -> int:
             .only("pk", "memory_type", "valid_from", "valid_to", "summary")
         )
         for memory in inverted:
-            before = {"valid_to": memory.valid_to.isoformat()}
+            ended = memory.valid_to
             # Copied in the database, not read and written back: SQLite compares the stored text,
             # and a valid_from stored in another form than the ORM writes (a raw write's "+00:00")
             # would still sort after its own value re-written, and the row stay inverted.
@@ -360,14 +360,22 @@ def intervals_repair(*, actor: str = Actor.SYSTEM, request_id: str = "") -> int:
                 valid_to=F("valid_from"), updated_at=timezone.now()
             )
             memory.valid_to = memory.valid_from
-            audit_record(
-                actor=actor,
-                action=AuditAction.UPDATE,
-                target=memory,
-                reason="ended before it began (a backdated write of an older release): "
-                "now ends where it begins",
-                before=before,
-                after={"valid_to": memory.valid_to.isoformat()},
-                request_id=request_id,
-            )
+            interval_repair_audit(memory=memory, ended=ended, actor=actor, request_id=request_id)
     return len(inverted)
+
+
+def interval_repair_audit(
+    *, memory: Memory, ended: datetime, actor: str, request_id: str = ""
+) -> None:
+    """The audit row of a memory that ended (`ended`) before it began and now ends where it
+    begins: repaired in the store, or on its way in from an older release's export."""
+    audit_record(
+        actor=actor,
+        action=AuditAction.UPDATE,
+        target=memory,
+        reason="ended before it began (a backdated write of an older release): "
+        "now ends where it begins",
+        before={"valid_to": ended.isoformat()},
+        after={"valid_to": memory.valid_to.isoformat()},
+        request_id=request_id,
+    )

@@ -44,6 +44,7 @@ from memory.services.consolidation import dependency_memory_id
 from memory.services.embedding import VECTOR_ITEM_BYTES, embedder_get, turn_words_embed
 from memory.services.errors import Conflict, InvalidInput
 from memory.services.facts import CLOCK_SKEW
+from memory.services.maintenance import interval_repair_audit
 
 FORMAT = "tideline-export"
 VERSION = 1
@@ -647,15 +648,7 @@ def store_import(
         _dangling_refuse(path=path, stored=stored)
         _stable_keys_derive(path=path, stored=stored)
         for memory in Memory._base_manager.filter(pk__in=list(inverted)):
-            audit_record(
-                actor=actor,
-                action=AuditAction.UPDATE,
-                target=memory,
-                reason="ended before it began (a backdated write of an older release): "
-                "now ends where it begins",
-                before={"valid_to": inverted[memory.pk].isoformat()},
-                after={"valid_to": memory.valid_to.isoformat()},
-            )
+            interval_repair_audit(memory=memory, ended=inverted[memory.pk], actor=actor)
         statements = connection.ops.sequence_reset_sql(
             no_style(), [_model(label) for label in EXPORTED_MODELS]
         )

@@ -1,22 +1,20 @@
 """A memory never ends before it begins (valid_to IS NULL OR valid_to >= valid_from): the database
-refuses a write that would break it (migration 0027), the service paths that end a memory still
-work under it, and the table rebuild SQLite made to add it kept every trigger on the table."""
+refuses a write that would break it (migration 0027; tests/memory/test_backdated_facts.py runs
+the service paths that end a memory under it), and the table rebuild SQLite made to add it kept
+every trigger on the table."""
 
 import importlib
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 from django.db import DatabaseError, IntegrityError, connection, transaction
-from django.utils import timezone
 
-from memory.models import Actor, AuditEvent, Fact, FactKind, Memory
+from memory.models import AuditEvent, FactKind, Memory
 from memory.search import memory_search
-from memory.services.edits import memory_update
 from memory.services.facts import FactInput, fact_write
 from memory.services.lifecycle import memory_expire
-from memory.services.maintenance import lifecycle_maintain
-from tests.memory.conftest import archive_fact, narrate
+from tests.memory.conftest import narrate
 
 IN_BERLIN = datetime(2019, 1, 1, tzinfo=UTC)
 IN_LISBON = datetime(2023, 3, 1, tzinfo=UTC)
@@ -35,13 +33,6 @@ def lives_in(scope, value, **extra):
             **extra,
         )
     )
-
-
-def stored_ahead(fact, ahead):
-    """A fact dated ahead, as releases before future-dated facts were refused stored it."""
-    Fact.objects.filter(pk=fact.pk).update(valid_from=ahead, expires_at=None)
-    fact.refresh_from_db()
-    return fact
 
 
 def raw(sql, params):
@@ -125,72 +116,6 @@ def test_it_still_indexes_memories_for_search_after_migrating(
 
     assert [(hit.memory.pk, hit.lexical > 0) for hit in found] == [(seal.pk, True)]
     assert gone == []
-
-
-def test_it_records_a_value_older_than_the_current_one_as_history(global_scope):
-    lives_in(global_scope, "Lisbon", valid_from=IN_LISBON)
-
-    berlin = lives_in(global_scope, "Berlin", valid_from=IN_BERLIN)
-
-    assert (berlin.status, berlin.valid_from, berlin.valid_to) == (
-        "superseded",
-        IN_BERLIN,
-        IN_LISBON,
-    )
-
-
-def test_it_supersedes_a_fact_with_an_older_dated_value_it_may_not_see(global_scope):
-    secret = lives_in(global_scope, "Lisbon", valid_from=IN_LISBON, secret=True)
-
-    berlin = lives_in(global_scope, "Berlin", valid_from=IN_BERLIN)
-
-    secret.refresh_from_db()
-    assert (berlin.status, berlin.supersedes_id) == ("active", secret.pk)
-    assert (secret.status, secret.valid_from, secret.valid_to) == (
-        "superseded",
-        IN_LISBON,
-        IN_LISBON,
-    )
-
-
-def test_it_invalidates_a_fact_with_a_newer_value(global_scope):
-    lisbon = lives_in(global_scope, "Lisbon", valid_from=IN_LISBON)
-
-    porto = lives_in(global_scope, "Porto", valid_from=IN_PORTO)
-
-    lisbon.refresh_from_db()
-    assert (porto.status, lisbon.status, lisbon.valid_to) == ("active", "superseded", IN_PORTO)
-
-
-def test_it_invalidates_an_edited_fact_dated_ahead_where_it_begins(global_scope):
-    ahead = timezone.now() + timedelta(days=30)
-    tokyo = stored_ahead(lives_in(global_scope, "Tokyo"), ahead)
-
-    memory_update(memory=tokyo, changes={"value": "Osaka"}, actor=Actor.OWNER)
-
-    tokyo.refresh_from_db()
-    assert (tokyo.status, tokyo.valid_to) == ("superseded", ahead)
-
-
-def test_it_expires_a_memory_dated_ahead_where_it_begins(global_scope):
-    ahead = timezone.now() + timedelta(days=30)
-    tokyo = stored_ahead(lives_in(global_scope, "Tokyo"), ahead)
-
-    expired = memory_expire(memory_id=tokyo.pk, reason="owner: not moving after all")
-
-    assert (expired.status, expired.valid_to) == ("expired", ahead)
-
-
-def test_it_decays_a_memory_dated_ahead_where_it_begins(project_scope):
-    ahead = timezone.now() + timedelta(days=30)
-    fact = stored_ahead(
-        archive_fact(project_scope, "release_date", "next month", importance=1), ahead
-    )
-
-    lifecycle_maintain(now=timezone.now() + timedelta(days=8))
-
-    fact.refresh_from_db()
-    assert (fact.status, fact.expired_by, fact.valid_to) == ("expired", "decay", ahead)
 
 
 @pytest.mark.parametrize("migration", ["memory.migrations.0023_memory_intervals_repair", MIGRATION])
