@@ -120,7 +120,8 @@ def _turn_input(turn: TurnItem | TurnIn) -> TurnInput:
 
 def _resent_from(caller: Caller) -> list[int] | None:
     """Where a turn the caller sends again may already be held (None: anywhere): only scopes it
-    reads, so a skip never tells it what another key recorded under the same session id."""
+    reads, so a skip never tells it what another key recorded under the same session id (and
+    there only the parts its own key or no key opened: turns_record)."""
     if caller.principal.scope_ids is None:
         return None
     return scope_ids_held(principal=caller.principal)
@@ -135,6 +136,7 @@ def _recorded(*, caller: Caller, data: SessionIn, turns: list[TurnItem]) -> dict
         turns=inputs,
         actor=caller.principal.actor,
         scope_ids_readable=_resent_from(caller),
+        key_id=caller.principal.key_id,
     )
     return {
         "session": session_as_dict(opened),
@@ -170,6 +172,7 @@ def turn_take(*, caller: Caller, data: TurnIn) -> dict:
             turns=[_turn_input(data)],
             actor=caller.principal.actor,
             scope_ids_readable=_resent_from(caller),
+            key_id=caller.principal.key_id,
         )
         recorded = bool(result.recorded)
     block = context_turn(

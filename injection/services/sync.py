@@ -96,11 +96,13 @@ def turns_sync(
     turns: list[TurnInput],
     actor: str,
     scope_ids_readable: Collection[int] | None,
+    key_id: int | None = None,
     request_id: str = "",
 ) -> SyncResult:
     """Record the turns this session does not hold yet (by the runtime's turn id when given), nor
-    another part of it in a scope the caller reads (`scope_ids_readable`, None: every scope): a
-    runtime re-sends its history after a move into another project. The known ids are read inside
+    another part of it in a scope the caller reads (`scope_ids_readable`, None: every scope) that
+    the caller's key (`key_id`) or no key opened: a runtime re-sends its history after a move
+    into another project. The known ids are read inside
     the write transaction (turns_record), so identical concurrent batches store each turn once."""
     if not session_captured(session):
         return SyncResult(session=session, recorded=[], skipped=len(turns), captured=False)
@@ -111,6 +113,7 @@ def turns_sync(
             actor=actor,
             request_id=request_id,
             scope_ids_readable=scope_ids_readable,
+            key_id=key_id,
         )
         if turns
         else []

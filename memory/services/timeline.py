@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max, QuerySet
+from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
 from memory.models import Actor, AuditAction, ContextTurn, Session, SessionOrigin
@@ -242,11 +242,13 @@ def turns_record(
     actor: str = Actor.AGENT,
     request_id: str = "",
     scope_ids_readable: Collection[int] | None = (),
+    key_id: int | None = None,
 ) -> list[ContextTurn]:
     """Append raw turns to a session's timeline, verbatim, with one audit row for the batch. A turn
     whose runtime id the session already holds is skipped, and so is one another part of it holds
-    in a scope of `scope_ids_readable` (None: every scope), so re-sending overlapping history is
-    safe after a move into another project too; returns only the turns stored now."""
+    in a scope of `scope_ids_readable` (None: every scope, every part) that the caller's key
+    (`key_id`) or no key opened, so re-sending overlapping history is safe after a move into
+    another project too; returns only the turns stored now."""
     turns_validate(turns=turns)
     if not Session.objects.filter(pk=session_id).exists():
         raise InvalidInput(f"unknown session {session_id!r}", field="session")
@@ -257,6 +259,7 @@ def turns_record(
             actor=actor,
             request_id=request_id,
             scope_ids_readable=scope_ids_readable,
+            key_id=key_id,
         ),
         model=ContextTurn,
         constraints=("turn_session_seq_unique", "turn_session_external_unique"),
@@ -286,19 +289,23 @@ def _family_ids(root: Session) -> list[int]:
 
 def _held_elsewhere(
     *,
-    session: Session,
     root: Session,
     wanted: set[str],
     scope_ids_readable: Collection[int] | None,
+    key_id: int | None,
 ) -> QuerySet[ContextTurn]:
-    """The wanted turns that the parts of the session opened by the same key as `session` hold
-    where the caller may read (None: every part, for the owner). Another part may be another
-    key's session under the same runtime id: a skip because of it would lose this key's turn —
-    and, where the caller may not read that part, tell it what the other key recorded."""
+    """The wanted turns that the parts of the session hold where the caller may read, in parts
+    its own key or no key opened (None: every part, for the owner). A part another key opened
+    under the same runtime id is that key's session: a skip because of it would lose this key's
+    turn — and, where the caller may not read that part, tell it what the other key recorded. A
+    part no key opened is the owner's (an import, a command, the local agent): its turns are the
+    ones the runtime sends again."""
     held = ContextTurn.objects.filter(session_id__in=_family_ids(root), external_id__in=wanted)
     if scope_ids_readable is None:
         return held
-    return held.filter(scope_id__in=scope_ids_readable, session__key_id=session.key_id)
+    return held.filter(scope_id__in=scope_ids_readable).filter(
+        Q(session__key_id__isnull=True) | Q(session__key_id=key_id)
+    )
 
 
 def _append(
@@ -308,6 +315,7 @@ def _append(
     actor: str,
     request_id: str,
     scope_ids_readable: Collection[int] | None,
+    key_id: int | None,
 ) -> list[ContextTurn]:
     # The session row is the lock that makes appends take turns: the known ids and the last seq
     # are read after it is held, so no concurrent batch can slip in between (a no-op on SQLite,
@@ -323,7 +331,7 @@ def _append(
     if wanted and scope_ids_readable != ():
         known |= set(
             _held_elsewhere(
-                session=session, root=root, wanted=wanted, scope_ids_readable=scope_ids_readable
+                root=root, wanted=wanted, scope_ids_readable=scope_ids_readable, key_id=key_id
             ).values_list("external_id", flat=True)
         )
     new = []
@@ -381,6 +389,7 @@ def turn_record(
     actor: str = Actor.AGENT,
     request_id: str = "",
     scope_ids_readable: Collection[int] | None = (),
+    key_id: int | None = None,
 ) -> ContextTurn:
     """One turn; a turn the session (or, as in turns_record, another part of it) already holds
     under the same runtime id is returned as is."""
@@ -390,6 +399,7 @@ def turn_record(
         actor=actor,
         request_id=request_id,
         scope_ids_readable=scope_ids_readable,
+        key_id=key_id,
     )
     if rows:
         return rows[0]
@@ -398,8 +408,8 @@ def turn_record(
         return held
     session = Session.objects.get(pk=session_id)
     return _held_elsewhere(
-        session=session,
         root=_segment_root(session) or session,
         wanted={turn.external_id},
         scope_ids_readable=scope_ids_readable,
+        key_id=key_id,
     ).earliest("pk")

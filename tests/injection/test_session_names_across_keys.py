@@ -13,11 +13,17 @@ from django.test import Client
 
 from injection import operations as ops
 from injection.mcp_server import mcp_server_build
-from injection.operations.fields import SessionStartIn, TimelineIn, TurnRecordIn
+from injection.operations.fields import (
+    SessionStartIn,
+    TimelineIn,
+    TurnItem,
+    TurnRecordIn,
+    TurnsIn,
+)
 from injection.services.access import apikey_authenticate, apikey_create
 from memory.models import ContextTurn, ScopeKind, Session
 from memory.services.errors import Conflict
-from memory.services.scopes import scope_ensure
+from memory.services.scopes import scope_ensure, scope_global
 from memory.services.timeline import session_start
 from tests.injection.interfaces import McpDriver, inline_worker_threads
 
@@ -216,3 +222,30 @@ def test_it_gives_a_session_stored_before_the_key_its_audit_row_names(project):
 
     assert Session.objects.get(pk=by_key).key_id == key.pk
     assert Session.objects.get(pk=by_owner).key_id is None
+
+
+def test_it_skips_what_a_part_opened_without_a_key_holds_after_moving(project, project_dir):
+    """A session the owner opened (an import, a command: no key) and a key continued: after the
+    key moves into global and re-sends its tail, the turns said in the project are skipped, not
+    copied into global (found in review: the rule had compared the part's key, not the
+    caller's)."""
+    _, raw_a = apikey_create(name="a", scope_ids=[project.pk])
+    caller = ops.Caller(principal=apikey_authenticate(raw=raw_a))
+    session_start(runtime="generic", external_id="s9", scope_id=project.pk, cwd=str(project_dir))
+    said_here = [
+        TurnItem(role="user", content="The ledger moves to PostgreSQL", turn_id="u1"),
+        TurnItem(role="assistant", content="Noted: the ledger moves", turn_id="u2"),
+    ]
+    tail = [*said_here, TurnItem(role="user", content="now somewhere else", turn_id="u3")]
+
+    here = ops.turns_record(
+        caller=caller, data=TurnsIn(session_id="s9", cwd=str(project_dir), turns=said_here)
+    )
+    moved = ops.turns_record(
+        caller=caller, data=TurnsIn(session_id="s9", scope_id=scope_global().pk, turns=tail)
+    )
+
+    assert (here["recorded"], moved["recorded"], moved["skipped"]) == (2, 1, 2)
+    assert not ContextTurn.objects.filter(
+        scope=scope_global(), content="The ledger moves to PostgreSQL"
+    ).exists()
