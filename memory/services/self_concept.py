@@ -144,7 +144,9 @@ def _commit(
     if current is not None:
         current.status = MemoryStatus.SUPERSEDED
         current.expired_by = ExpiredBy.SUPERSEDED
-        current.valid_to = now
+        # Never before it began: a clock stepped back (NTP, a restored VM) leaves the current
+        # version dated after now, and the database refuses an interval that ends first.
+        current.valid_to = max(now, current.valid_from)
         current.save(update_fields=["status", "expired_by", "valid_to", "updated_at"])
     version = SelfConcept(
         scope=scope,

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from memory.models import Actor, AuditEvent, Fact, FactKind, MemoryStatus
+from memory.models import Actor, AuditEvent, Fact, FactKind, MemoryStatus, SelfConcept
 from memory.search import memory_search
 from memory.selectors.reads import memories_page
 from memory.selectors.visibility import OWNER
@@ -15,6 +15,7 @@ from memory.services.errors import InvalidInput
 from memory.services.facts import FactInput, fact_write, facts_as_of
 from memory.services.lifecycle import memory_expire
 from memory.services.maintenance import lifecycle_maintain
+from memory.services.self_concept import self_concept_write
 from tests.memory.conftest import archive_fact, narrate
 
 IN_BERLIN = datetime(2019, 1, 1, tzinfo=UTC)
@@ -224,6 +225,19 @@ def test_it_never_ends_an_edited_narrative_dated_ahead_before_it_began(project_s
     offsite.refresh_from_db()
     assert (edited.status, edited.valid_from) == ("active", ahead)
     assert (offsite.status, offsite.valid_to) == ("superseded", ahead)
+
+
+def test_it_never_ends_a_self_concept_dated_ahead_before_it_began(db):
+    """A clock stepped back (NTP, a restored VM) leaves the current version dated after now:
+    found in review, its next version failed with the database's interval check."""
+    first = self_concept_write(field="self_reflection", content="I am the billing agent")
+    ahead = timezone.now() + timedelta(minutes=5)
+    SelfConcept.objects.filter(pk=first.pk).update(valid_from=ahead)
+
+    second = self_concept_write(field="self_reflection", content="I am the ledger agent")
+
+    first.refresh_from_db()
+    assert (first.status, first.valid_to, second.status) == ("superseded", ahead, "active")
 
 
 def test_it_refuses_a_fact_dated_ahead_and_one_that_expires_before_it_begins(global_scope):
