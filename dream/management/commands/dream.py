@@ -53,7 +53,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--day",
             help="the DREAM day, YYYY-MM-DD (default: yesterday, the day that just ended; give "
-            "today's date to dream about today so far)",
+            "today's date to dream about today so far, which marks today's LLM layers done: the "
+            "nightly run then skips them, and only --force reads the rest of the day)",
         )
         parser.add_argument(
             "--force", action="store_true", help="re-run LLM layers already done that day"
