@@ -16,7 +16,7 @@ import unicodedata
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from functools import cache, partial
 from pathlib import Path
 from typing import TypeVar
@@ -281,13 +281,15 @@ def entities_role_normalise(text: str) -> str:
 # --- material ---------------------------------------------------------------------------------
 
 
-def _day_narratives(day: date):
-    """Today's memories that an LLM may read: active, not secret, not themselves dreams."""
-    return (
-        Narrative.objects.filter(status=MemoryStatus.ACTIVE, secret=False, recorded_at__date=day)
-        .exclude(ntype=DREAM_TAG)
-        .order_by("-weight", "pk")
-    )
+def _day_narratives(day: date, *, after: datetime | None = None):
+    """Today's memories that an LLM may read: active, not secret, not themselves dreams; only
+    those recorded from `after` on, when a run while the day was still going read the rest."""
+    narratives = Narrative.objects.filter(
+        status=MemoryStatus.ACTIVE, secret=False, recorded_at__date=day
+    ).exclude(ntype=DREAM_TAG)
+    if after is not None:
+        narratives = narratives.filter(recorded_at__gte=after)
+    return narratives.order_by("-weight", "pk")
 
 
 def _narrative_material(narrative: Narrative, *, context_chars: int = 300) -> dict:
@@ -477,22 +479,24 @@ def narrative_rescore(
     return narrative
 
 
-def _scopes_with_material(day: date) -> list[Scope]:
+def _scopes_with_material(day: date, *, after: datetime | None = None) -> list[Scope]:
     """The scopes with memories today that an LLM may read, busiest first: each gets its own
     prompt, so no prompt carries two scopes' days."""
     counts: dict[int, int] = defaultdict(int)
-    for scope_id in _day_narratives(day).values_list("scope_id", flat=True):
+    for scope_id in _day_narratives(day, after=after).values_list("scope_id", flat=True):
         counts[scope_id] += 1
     order = sorted(counts, key=lambda scope_id: (-counts[scope_id], scope_id))
     scopes = Scope.objects.in_bulk(order)
     return [scopes[scope_id] for scope_id in order]
 
 
-def _combing_material(day: date, *, scope: Scope) -> tuple[dict, dict]:
+def _combing_material(
+    day: date, *, scope: Scope, after: datetime | None = None
+) -> tuple[dict, dict]:
     """One scope's day and what that scope may see (itself, its workspace, global): the material
     a DREAM run for that scope reads, never a secret and never another project's memory."""
     today = list(
-        _day_narratives(day).filter(scope_id=scope.pk)[
+        _day_narratives(day, after=after).filter(scope_id=scope.pk)[
             : settings.TIDELINE_DREAM_COMBING_MAX_MEMORIES
         ]
     )
@@ -668,21 +672,31 @@ def _thread_exists(*, scope_id: int, content: str) -> bool:
     return Thread.objects.filter(scope_id=scope_id, content=content).exists()
 
 
-def combing_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
-    """One combing prompt per scope with memories today; what it writes stays in that scope."""
+def combing_layer(*, day: date, config: LLMConfig, after: datetime | None = None) -> LayerOutcome:
+    """One combing prompt per scope with memories today (recorded from `after` on, if given);
+    what it writes stays in that scope."""
     outcome = LayerOutcome()
-    scopes = _scopes_with_material(day)
+    scopes = _scopes_with_material(day, after=after)
     outcome.detail = {"scopes": {}}
     if not scopes:
         outcome.status = "skipped"
         outcome.detail["reason"] = f"no new memories on {day}"
         return outcome
-    _per_scope(scopes, outcome=outcome, run=partial(_combing_scope, day=day, config=config))
+    _per_scope(
+        scopes, outcome=outcome, run=partial(_combing_scope, day=day, config=config, after=after)
+    )
     return outcome
 
 
-def _combing_scope(*, day: date, scope: Scope, config: LLMConfig, outcome: LayerOutcome) -> dict:
-    material, context = _combing_material(day, scope=scope)
+def _combing_scope(
+    *,
+    day: date,
+    scope: Scope,
+    config: LLMConfig,
+    outcome: LayerOutcome,
+    after: datetime | None = None,
+) -> dict:
+    material, context = _combing_material(day, scope=scope, after=after)
     report: dict = {"status": "ok", "today": len(material["today"])}
     report["earlier"] = len(material["earlier"])
     data = _ask("combing", material, config=config, outcome=outcome)
@@ -965,13 +979,13 @@ def drift_validate(data: dict, *, path: dict[str, list[int]]) -> dict | None:
     return plan
 
 
-def drift_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
-    """Per scope with memories today: from its heaviest recent memory, through its neighbours, to
-    unrelated territory the scope may see; a thread, in that scope, only when the LLM finds a real
-    connection that the material supports."""
+def drift_layer(*, day: date, config: LLMConfig, after: datetime | None = None) -> LayerOutcome:
+    """Per scope with memories today (recorded from `after` on, if given): from its heaviest
+    recent memory, through its neighbours, to unrelated territory the scope may see; a thread, in
+    that scope, only when the LLM finds a real connection that the material supports."""
     outcome = LayerOutcome()
     outcome.detail = {"scopes": {}, "seeds": []}
-    scopes = _scopes_with_material(day)
+    scopes = _scopes_with_material(day, after=after)
     reports = _per_scope(scopes, outcome=outcome, run=partial(_drift_scope, day=day, config=config))
     if not any(report["status"] != "skipped" for report in reports):
         outcome.detail["reason"] = (
@@ -1103,28 +1117,37 @@ def _day_dream_write(*, data: NarrativeInput, day: date, reason: str) -> Narrati
         return narrative_commit(prepared=prepared, actor=Actor.LLM, reason=reason)
 
 
-def dream_layer(*, day: date, config: LLMConfig) -> LayerOutcome:
-    """Per scope with memories today: 3–5 symbols from that scope's day, woven into one dream
-    narrative written in that scope (once a day per scope)."""
+def dream_layer(*, day: date, config: LLMConfig, after: datetime | None = None) -> LayerOutcome:
+    """Per scope with memories today (recorded from `after` on, if given): 3–5 symbols from that
+    scope's day, woven into one dream narrative written in that scope (once a day per scope)."""
     outcome = LayerOutcome()
     outcome.detail = {"scopes": {}}
-    scopes = _scopes_with_material(day)
+    scopes = _scopes_with_material(day, after=after)
     if not scopes:
         outcome.status = "skipped"
         outcome.detail["reason"] = f"no memories on {day} to dream about"
         return outcome
-    reports = _per_scope(scopes, outcome=outcome, run=partial(_dream_scope, day=day, config=config))
+    reports = _per_scope(
+        scopes, outcome=outcome, run=partial(_dream_scope, day=day, config=config, after=after)
+    )
     if not any(report["status"] != "skipped" for report in reports):
         outcome.detail["reason"] = reports[0].get("reason", "nothing to dream about")
     return outcome
 
 
-def _dream_scope(*, day: date, scope: Scope, config: LLMConfig, outcome: LayerOutcome) -> dict:
+def _dream_scope(
+    *,
+    day: date,
+    scope: Scope,
+    config: LLMConfig,
+    outcome: LayerOutcome,
+    after: datetime | None = None,
+) -> dict:
     already = {"status": "skipped", "reason": f"already dreamt for {day}"}
     if _dreamt(scope_id=scope.pk, day=day):
         return already
     material_rows = list(
-        _day_narratives(day).filter(scope_id=scope.pk)[
+        _day_narratives(day, after=after).filter(scope_id=scope.pk)[
             : settings.TIDELINE_DREAM_COMBING_MAX_MEMORIES
         ]
     )

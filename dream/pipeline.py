@@ -9,7 +9,7 @@ derived memories are never written twice.
 
 import logging
 from collections.abc import Callable
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, time, timedelta
 
 from django.utils import timezone
 
@@ -51,17 +51,17 @@ def dream_day_ended() -> date:
     return timezone.localdate() - timedelta(days=1)
 
 
-def _done_today(layer: str, day: date, *, exclude_run: int) -> int | None:
-    """The id of an earlier run on `day` in which `layer` completed."""
-    for run_id, stats in (
-        DreamRun.objects.filter(day=day)
-        .exclude(pk=exclude_run)
-        .order_by("-started_at")
-        .values_list("pk", "stats")
-    ):
-        if ((stats or {}).get("layers", {}).get(layer) or {}).get("status") == "ok":
-            return run_id
+def _done_today(layer: str, day: date, *, exclude_run: int) -> DreamRun | None:
+    """The latest earlier run on `day` in which `layer` completed."""
+    for run in DreamRun.objects.filter(day=day).exclude(pk=exclude_run).order_by("-started_at"):
+        if ((run.stats or {}).get("layers", {}).get(layer) or {}).get("status") == "ok":
+            return run
     return None
+
+
+def _day_end(day: date) -> datetime:
+    """The local midnight that ends `day`."""
+    return timezone.make_aware(datetime.combine(day + timedelta(days=1), time.min))
 
 
 def dream_plan(*, layer: str = DreamLayer.ALL, since: datetime | None = None) -> dict:
@@ -101,16 +101,24 @@ def _run_layer(name: str, *, run: DreamRun, day: date, config, since, force: boo
     if config is None:
         return {"status": "skipped", "reason": "no LLM configured (manage.py llm set)"}
     earlier = None if force else _done_today(name, day, exclude_run=run.pk)
+    after = None
     if earlier is not None:
-        return {"status": "skipped", "reason": f"already done for {day} in run #{earlier}"}
+        done = {"status": "skipped", "reason": f"already done for {day} in run #{earlier.pk}"}
+        # Solidify reads turns not yet solidified, whatever the day: the next run catches up.
+        if name == DreamLayer.SOLIDIFY or earlier.started_at >= _day_end(day):
+            return done
+        # That run read the day while it was still going (`--day` today, or the last run of a
+        # release that dreamt the day just begun): this one reads what was recorded after it
+        # ended, not what it wrote itself (a memory an agent wrote while it ran is the price).
+        after = earlier.finished_at or earlier.started_at
     if name == DreamLayer.SOLIDIFY:
         outcome = llm_layers.solidify_layer(chunks=chunks_find(since=since), day=day, config=config)
     elif name == DreamLayer.COMBING:
-        outcome = llm_layers.combing_layer(day=day, config=config)
+        outcome = llm_layers.combing_layer(day=day, config=config, after=after)
     elif name == DreamLayer.DRIFT:
-        outcome = llm_layers.drift_layer(day=day, config=config)
+        outcome = llm_layers.drift_layer(day=day, config=config, after=after)
     else:
-        outcome = llm_layers.dream_layer(day=day, config=config)
+        outcome = llm_layers.dream_layer(day=day, config=config, after=after)
     return outcome.as_stats()
 
 

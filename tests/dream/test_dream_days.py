@@ -111,6 +111,36 @@ def test_it_makes_the_command_cover_the_day_that_ended_unless_told_a_day(
     assert list(DreamRun.objects.order_by("pk").values_list("day", flat=True)) == [yesterday, today]
 
 
+def test_it_reads_the_rest_of_a_day_that_a_run_read_while_it_was_going(
+    fake_llm, project_scope, write_narrative
+):
+    """Found in review: a run for today (`--day` today, or a release's last run that read the day
+    just begun) marked the day's layers done, and the nightly run skipped everything recorded
+    after it. The nightly run reads what was recorded since that run started; a run after the
+    day ended still makes it done."""
+    today = timezone.localdate()
+    tomorrow = today + timedelta(days=1)
+    morning = _recorded(
+        write_narrative(project_scope, "The alpha index moved to PostgreSQL"), _at(today, 9)
+    )
+    fake_llm.script(json_answer({}), json_answer({}))
+
+    with mock.patch("django.utils.timezone.now", return_value=_at(today, 12)):
+        dream_run(layer="combing", day=today, trigger="command")
+    at_noon = _combed_ids(fake_llm)
+    evening = _recorded(
+        write_narrative(project_scope, "The owner reviewed the release checklist"), _at(today, 20)
+    )
+    for _ in range(2):
+        with mock.patch("django.utils.timezone.now", return_value=_at(tomorrow, 3, 30)):
+            nightly = DreamRun.objects.get(pk=dream_daily.apply(kwargs={"layer": "combing"}).get())
+    after_midnight = _combed_ids(fake_llm)
+
+    assert at_noon == {morning.pk}
+    assert after_midnight == {evening.pk}
+    assert "already done" in nightly.stats["layers"]["combing"]["reason"]
+
+
 # --- one dream per scope per DREAM day --------------------------------------------------------
 
 

@@ -48,13 +48,12 @@ class Command(BaseCommand):
         )
         # The command is the nightly run from cron as much as beat is, so it covers the same day.
         # With today as the default (as before), a 03:30 cron job combed and dreamt the hours
-        # since midnight and never the day that ended, and a daytime run would mark today's LLM
-        # layers done before the nightly run got to read the rest of the day.
+        # since midnight and never the day that ended.
         parser.add_argument(
             "--day",
             help="the DREAM day, YYYY-MM-DD (default: yesterday, the day that just ended; give "
-            "today's date to dream about today so far, which marks today's LLM layers done: the "
-            "nightly run then skips them, and only --force reads the rest of the day)",
+            "today's date to dream about today so far; the nightly run then reads what was "
+            "recorded since)",
         )
         parser.add_argument(
             "--force", action="store_true", help="re-run LLM layers already done that day"
