@@ -24,6 +24,21 @@ def archive_fact(scope, predicate, value, **extra):
     )
 
 
+def lives_in(scope, value, *, writer_sees_secrets=False, **extra):
+    """Where the user lives, a fact with one current value at a time."""
+    return fact_write(
+        data=FactInput(
+            scope_id=scope.pk,
+            profile_name="user",
+            kind=FactKind.FACT,
+            predicate="lives_in",
+            value=value,
+            **extra,
+        ),
+        writer_sees_secrets=writer_sees_secrets,
+    )
+
+
 def narrate(scope, gesture, **extra):
     return narrative_write(data=NarrativeInput(scope_id=scope.pk, gesture=gesture, **extra))
 

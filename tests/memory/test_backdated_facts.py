@@ -6,35 +6,21 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from memory.models import Actor, AuditEvent, Fact, FactKind, MemoryStatus, SelfConcept
+from memory.models import Actor, AuditEvent, Fact, MemoryStatus, SelfConcept
 from memory.search import memory_search
 from memory.selectors.reads import memories_page
 from memory.selectors.visibility import OWNER
 from memory.services.edits import memory_update
 from memory.services.errors import InvalidInput
-from memory.services.facts import FactInput, fact_write, facts_as_of
+from memory.services.facts import facts_as_of
 from memory.services.lifecycle import memory_expire
 from memory.services.maintenance import lifecycle_maintain
 from memory.services.self_concept import self_concept_write
-from tests.memory.conftest import archive_fact, narrate
+from tests.memory.conftest import archive_fact, lives_in, narrate
 
 IN_BERLIN = datetime(2019, 1, 1, tzinfo=UTC)
 IN_LISBON = datetime(2023, 3, 1, tzinfo=UTC)
 IN_PORTO = datetime(2024, 6, 1, tzinfo=UTC)
-
-
-def lives_in(scope, value, *, writer_sees_secrets=False, **extra):
-    return fact_write(
-        data=FactInput(
-            scope_id=scope.pk,
-            profile_name="user",
-            kind=FactKind.FACT,
-            predicate="lives_in",
-            value=value,
-            **extra,
-        ),
-        writer_sees_secrets=writer_sees_secrets,
-    )
 
 
 def stored_ahead(fact, ahead):

@@ -10,29 +10,15 @@ from datetime import UTC, datetime
 import pytest
 from django.db import DatabaseError, IntegrityError, connection, transaction
 
-from memory.models import AuditEvent, FactKind, Memory
+from memory.models import AuditEvent, Memory
 from memory.search import memory_search
-from memory.services.facts import FactInput, fact_write
 from memory.services.lifecycle import memory_expire
-from tests.memory.conftest import narrate
+from tests.memory.conftest import lives_in, narrate
 
 IN_BERLIN = datetime(2019, 1, 1, tzinfo=UTC)
 IN_LISBON = datetime(2023, 3, 1, tzinfo=UTC)
 IN_PORTO = datetime(2024, 6, 1, tzinfo=UTC)
 MIGRATION = "memory.migrations.0027_memory_valid_interval_check"
-
-
-def lives_in(scope, value, **extra):
-    return fact_write(
-        data=FactInput(
-            scope_id=scope.pk,
-            profile_name="user",
-            kind=FactKind.FACT,
-            predicate="lives_in",
-            value=value,
-            **extra,
-        )
-    )
 
 
 def raw(sql, params):
